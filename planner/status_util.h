@@ -1,0 +1,56 @@
+// Status helpers shared by the planner library.
+//
+// Input errors name the offending request field so that the server can turn
+// them into google.rpc.BadRequest field violations without parsing text:
+//
+//   return InvalidFieldError("graph.nodes[3].args[0]",
+//                            "refers to unknown node 'foo'");
+//   ...
+//   absl::optional<std::string> field = InvalidFieldPath(status);
+//   // -> "graph.nodes[3].args[0]"
+//
+// PARTPLAN_RETURN_IF_ERROR and PARTPLAN_ASSIGN_OR_RETURN propagate errors.
+#ifndef PARTPLAN_PLANNER_STATUS_UTIL_H_
+#define PARTPLAN_PLANNER_STATUS_UTIL_H_
+
+#include "absl/types/optional.h"
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace partplan {
+
+// INVALID_ARGUMENT whose message starts with `field` and which carries
+// `field` as a payload for InvalidFieldPath().
+absl::Status InvalidFieldError(absl::string_view field,
+                               absl::string_view description);
+
+// The field path of an InvalidFieldError, if `status` is one.
+absl::optional<std::string> InvalidFieldPath(const absl::Status& status);
+
+// The description of an InvalidFieldError (its message without the field).
+std::string InvalidFieldDescription(const absl::Status& status);
+
+}  // namespace partplan
+
+#define PARTPLAN_STATUS_CONCAT_INNER_(a, b) a##b
+#define PARTPLAN_STATUS_CONCAT_(a, b) PARTPLAN_STATUS_CONCAT_INNER_(a, b)
+
+// Returns from the enclosing function if `expr` (an absl::Status) is not OK.
+#define PARTPLAN_RETURN_IF_ERROR(expr)              \
+  do {                                              \
+    ::absl::Status partplan_status_ = (expr);       \
+    if (!partplan_status_.ok()) return partplan_status_; \
+  } while (0)
+
+// `lhs = value of expr` (an absl::StatusOr), or returns its error.
+#define PARTPLAN_ASSIGN_OR_RETURN(lhs, expr)                                  \
+  PARTPLAN_ASSIGN_OR_RETURN_IMPL_(                                            \
+      PARTPLAN_STATUS_CONCAT_(partplan_statusor_, __LINE__), lhs, expr)
+#define PARTPLAN_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
+  auto statusor = (expr);                                    \
+  if (!statusor.ok()) return statusor.status();              \
+  lhs = std::move(statusor).value()
+
+#endif  // PARTPLAN_PLANNER_STATUS_UTIL_H_
