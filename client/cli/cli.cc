@@ -1,0 +1,197 @@
+#include "client/cli/cli.h"
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/cli/message_io.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+#include "partplan/v1/planner_service.pb.h"
+
+namespace partplan {
+namespace cli {
+namespace {
+
+// A request ready to send, and the method to send it to.
+struct PreparedCall {
+  const google::protobuf::MethodDescriptor* method = nullptr;
+  std::unique_ptr<google::protobuf::Message> request;
+};
+
+// Builds the request of one subcommand from its operands and the options.
+using PrepareFunction = absl::StatusOr<PreparedCall> (*)(
+    absl::Span<const std::string> operands, const CliOptions& options,
+    std::istream& in);
+
+// `partplan call <Method> --request=FILE`: any method, request from a file.
+absl::StatusOr<PreparedCall> PrepareRequestFileCall(
+    absl::Span<const std::string> operands, const CliOptions& options,
+    std::istream& in) {
+  if (operands.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("call: expected one method name, e.g. 'partplan call "
+                     "Validate --request=FILE'; methods: ",
+                     absl::StrJoin(PlannerMethodNames(), ", ")));
+  }
+  absl::StatusOr<const google::protobuf::MethodDescriptor*> method =
+      FindPlannerMethod(operands[0]);
+  if (!method.ok()) return method.status();
+  if (options.request_path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("call: --request is required: a file holding a ",
+                     (*method)->input_type()->full_name(),
+                     " (JSON or binary; - for stdin)"));
+  }
+  PreparedCall call;
+  call.method = *method;
+  call.request = NewMessage(call.method->input_type());
+  const absl::Status status =
+      ReadMessageFile(options.request_path, in, call.request.get());
+  if (!status.ok()) return FlagError("request", status);
+  return call;
+}
+
+// The method taking `Request`, found through the descriptors so that the
+// subcommand table below needs no method names.
+template <typename Request>
+const google::protobuf::MethodDescriptor& MethodTaking() {
+  const google::protobuf::ServiceDescriptor& service = PlannerService();
+  for (int i = 0; i < service.method_count(); ++i) {
+    if (service.method(i)->input_type() == Request::descriptor()) {
+      return *service.method(i);
+    }
+  }
+  // Only instantiated with the service's request types.
+  std::abort();
+}
+
+template <typename Request>
+using RequestBuilder = absl::StatusOr<Request> (*)(const v1::Graph&,
+                                                   const PlannerFlags&);
+
+// `partplan partition|plan|validate --graph=FILE ...`: a request built by
+// `kBuild` from the graph file and the planner flags.
+template <typename Request, RequestBuilder<Request> kBuild>
+absl::StatusOr<PreparedCall> PrepareGraphCall(
+    absl::Span<const std::string> operands, const CliOptions& options,
+    std::istream& in) {
+  const google::protobuf::MethodDescriptor& method = MethodTaking<Request>();
+  if (!operands.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", operands.front(), "' (",
+                     method.name(), " takes its input from flags)"));
+  }
+  if (options.graph_path.empty()) {
+    return absl::InvalidArgumentError(
+        "--graph is required: a file holding a partplan.v1.Graph (JSON or "
+        "binary; - for stdin)");
+  }
+  v1::Graph graph;
+  const absl::Status status = ReadMessageFile(options.graph_path, in, &graph);
+  if (!status.ok()) return FlagError("graph", status);
+  absl::StatusOr<Request> request = kBuild(graph, options.planner);
+  if (!request.ok()) return request.status();
+  PreparedCall call;
+  call.method = &method;
+  call.request = std::make_unique<Request>(*std::move(request));
+  return call;
+}
+
+struct Subcommand {
+  absl::string_view name;
+  absl::string_view synopsis;
+  absl::string_view summary;
+  PrepareFunction prepare;
+};
+
+constexpr absl::string_view kPlannerFlagsSynopsis =
+    "--graph=FILE --device_memory=SIZE[,SIZE...] [--devices=N] "
+    "[--mode=MODE] [--transfer_rate=BYTES_PER_S] [--saturate_host]";
+
+const Subcommand kSubcommands[] = {
+    {"call", "<Method> --request=FILE",
+     "Calls any PartitionPlanner method with a request file (proto3 JSON or "
+     "binary; - for stdin).",
+     PrepareRequestFileCall},
+    {"partition", kPlannerFlagsSynopsis,
+     "PartitionGraph: partitions the graph over devices gpu0, gpu1, ... "
+     "described by the flags.",
+     PrepareGraphCall<v1::PartitionGraphRequest, BuildPartitionGraphRequest>},
+    {"plan", kPlannerFlagsSynopsis,
+     "Plan: like partition, through the one-call Plan RPC.",
+     PrepareGraphCall<v1::PlanRequest, BuildPlanRequest>},
+    {"validate", "--graph=FILE [--device_memory=SIZE[,SIZE...]]",
+     "Validate: checks the graph (and devices) without planning.",
+     PrepareGraphCall<v1::ValidateRequest, BuildValidateRequest>},
+};
+
+const Subcommand* FindSubcommand(absl::string_view name) {
+  for (const Subcommand& subcommand : kSubcommands) {
+    if (subcommand.name == name) return &subcommand;
+  }
+  return nullptr;
+}
+
+std::string SubcommandNames() {
+  std::vector<absl::string_view> names;
+  for (const Subcommand& subcommand : kSubcommands) {
+    names.push_back(subcommand.name);
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+}  // namespace
+
+int RunCli(absl::Span<const std::string> args, const CliOptions& options,
+           const CliEnvironment& environment) {
+  std::ostream& err = *environment.err;
+  if (args.empty()) {
+    err << "error: no subcommand given; one of " << SubcommandNames()
+        << " (see --help)\n";
+    return kBadInputExitCode;
+  }
+  const Subcommand* subcommand = FindSubcommand(args.front());
+  if (subcommand == nullptr) {
+    err << "error: unknown subcommand '" << args.front() << "'; one of "
+        << SubcommandNames() << " (see --help)\n";
+    return kBadInputExitCode;
+  }
+  absl::StatusOr<PreparedCall> call =
+      subcommand->prepare(args.subspan(1), options, *environment.in);
+  if (!call.ok()) {
+    err << "error: " << call.status().message() << "\n";
+    return kBadInputExitCode;
+  }
+
+  std::unique_ptr<google::protobuf::Message> response =
+      NewMessage(call->method->output_type());
+  const grpc::Status status =
+      CallPlanner(environment.connect(options.connection), *call->method,
+                  *call->request, options.connection, response.get());
+  if (!status.ok()) {
+    err << FormatRpcError(status);
+    return static_cast<int>(status.error_code());
+  }
+  *environment.out << FormatResponse(*response, options.output);
+  environment.out->flush();
+  return 0;
+}
+
+std::string SubcommandHelp() {
+  std::string text;
+  for (const Subcommand& subcommand : kSubcommands) {
+    absl::StrAppend(&text, "  partplan ", subcommand.name, " ",
+                    subcommand.synopsis, "\n      ", subcommand.summary, "\n");
+  }
+  return text;
+}
+
+}  // namespace cli
+}  // namespace partplan

@@ -1,0 +1,197 @@
+#include "client/cli/flags.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "client/cli/byte_size.h"
+
+ABSL_FLAG(std::string, target, "localhost:50051",
+          "gRPC target of the partplan server, e.g. "
+          "dns:///partplan.ns.svc.cluster.local:50051");
+ABSL_FLAG(absl::Duration, deadline, absl::Seconds(30),
+          "Time allowed for the call, e.g. 500ms, 30s, 2m; inf for none");
+ABSL_FLAG(std::string, request_id, "",
+          "Sent as x-request-id metadata, to find the call in server logs");
+ABSL_FLAG(std::string, max_message_bytes, "256MiB",
+          "Largest request or response message, e.g. 64MiB");
+ABSL_FLAG(std::string, output, "json",
+          "json: the response as proto3 JSON; table: plans as tables (other "
+          "responses as JSON)");
+ABSL_FLAG(std::string, request, "",
+          "call: request file, proto3 JSON (.json or starting with '{') or "
+          "binary protobuf; - for stdin");
+ABSL_FLAG(std::string, graph, "",
+          "partition, plan, validate: partplan.v1.Graph file, JSON or "
+          "binary; - for stdin");
+ABSL_FLAG(std::string, device_memory, "",
+          "Memory of each device, comma-separated (16GiB,16GiB), or one size "
+          "for all --devices; suffixes K/M/G/T (1000s), KiB/MiB/GiB/TiB "
+          "(1024s)");
+ABSL_FLAG(int, devices, 0,
+          "Number of devices when --device_memory gives one size for all; 0 "
+          "for one device per --device_memory entry");
+ABSL_FLAG(std::string, mode, "size_based",
+          "Partitioner mode: size_based, sparse_nn, cost_aware, kl_based, "
+          "aot_based");
+ABSL_FLAG(std::string, transfer_rate, "",
+          "Bytes per second between devices, e.g. 12GB or 1.2e10; unset "
+          "means transfers are free");
+ABSL_FLAG(bool, saturate_host, false, "Replicate partitions onto idle devices");
+
+namespace partplan {
+namespace cli {
+namespace {
+
+// Only flags defined in this file are partplan's; gRPC or Abseil may
+// register others that a user has no reason to set.
+bool IsPartplanFlag(const absl::CommandLineFlag& flag) {
+  return absl::EndsWith(flag.Filename(), "client/cli/flags.cc");
+}
+
+absl::CommandLineFlag* FindPartplanFlag(absl::string_view name) {
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  return flag != nullptr && IsPartplanFlag(*flag) ? flag : nullptr;
+}
+
+absl::Status UnknownFlag(absl::string_view argument) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown flag '", argument, "' (see --help)"));
+}
+
+}  // namespace
+
+absl::StatusOr<CommandLine> ParseCommandLine(
+    absl::Span<const std::string> args) {
+  CommandLine command_line;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& argument = args[i];
+    if (argument == "--") {
+      command_line.positional.insert(command_line.positional.end(),
+                                     args.begin() + i + 1, args.end());
+      break;
+    }
+    // "-" alone is an operand (stdin), as is anything not starting with '-'.
+    absl::string_view text = argument;
+    if (text.size() < 2 || text.front() != '-') {
+      command_line.positional.push_back(argument);
+      continue;
+    }
+    if (!absl::ConsumePrefix(&text, "--")) absl::ConsumePrefix(&text, "-");
+    const size_t equals = text.find('=');
+    const absl::string_view name = text.substr(0, equals);
+    const bool has_value = equals != absl::string_view::npos;
+    if (name == "help" || name == "h") {
+      command_line.help = true;
+      continue;
+    }
+
+    absl::CommandLineFlag* flag = FindPartplanFlag(name);
+    std::string value = has_value ? std::string(text.substr(equals + 1)) : "";
+    if (flag == nullptr && !has_value && absl::StartsWith(name, "no")) {
+      // --nosaturate_host
+      flag = FindPartplanFlag(name.substr(2));
+      if (flag == nullptr || !flag->IsOfType<bool>()) {
+        return UnknownFlag(argument);
+      }
+      value = "false";
+    } else if (flag == nullptr) {
+      return UnknownFlag(argument);
+    } else if (!has_value && flag->IsOfType<bool>()) {
+      value = "true";
+    } else if (!has_value) {
+      if (i + 1 == args.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag --", name, " needs a value"));
+      }
+      value = args[++i];
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag->Name(), ": invalid value '", value, "': ", error));
+    }
+  }
+  if (!command_line.positional.empty() &&
+      command_line.positional.front() == "help") {
+    command_line.help = true;
+  }
+  return command_line;
+}
+
+absl::StatusOr<CliOptions> CliOptionsFromFlags() {
+  CliOptions options;
+  options.connection.target = absl::GetFlag(FLAGS_target);
+  options.connection.deadline = absl::GetFlag(FLAGS_deadline);
+  if (options.connection.deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--deadline: must be positive (or inf for none)");
+  }
+  options.connection.request_id = absl::GetFlag(FLAGS_request_id);
+
+  const std::string max_message = absl::GetFlag(FLAGS_max_message_bytes);
+  absl::StatusOr<int64_t> max_message_bytes = ParseByteSize(max_message);
+  if (!max_message_bytes.ok()) {
+    return FlagError("max_message_bytes", max_message_bytes.status());
+  }
+  // gRPC takes an int; 0 would refuse every message.
+  if (*max_message_bytes <= 0 || *max_message_bytes > INT_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_message_bytes: '", max_message,
+                     "' is not between 1 byte and 2 GiB"));
+  }
+  options.connection.max_message_bytes = static_cast<int>(*max_message_bytes);
+
+  absl::StatusOr<OutputFormat> output =
+      ParseOutputFormat(absl::GetFlag(FLAGS_output));
+  if (!output.ok()) return output.status();
+  options.output = *output;
+
+  options.request_path = absl::GetFlag(FLAGS_request);
+  options.graph_path = absl::GetFlag(FLAGS_graph);
+  options.planner.device_memory = absl::GetFlag(FLAGS_device_memory);
+  options.planner.device_count = absl::GetFlag(FLAGS_devices);
+  options.planner.mode = absl::GetFlag(FLAGS_mode);
+  options.planner.transfer_rate = absl::GetFlag(FLAGS_transfer_rate);
+  options.planner.saturate_host = absl::GetFlag(FLAGS_saturate_host);
+  return options;
+}
+
+std::string HelpText() {
+  std::string text =
+      "partplan: calls the partplan.v1.PartitionPlanner gRPC service.\n\n"
+      "Usage:\n";
+  absl::StrAppend(&text, SubcommandHelp(),
+                  "\nExit status: 0 on success, 2 for bad flags or input "
+                  "files, else the gRPC status code of the failed call.\n\n"
+                  "Flags:\n");
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& name_and_flag : absl::GetAllFlags()) {
+    if (IsPartplanFlag(*name_and_flag.second)) {
+      flags.push_back(name_and_flag.second);
+    }
+  }
+  std::sort(flags.begin(), flags.end(),
+            [](const absl::CommandLineFlag* a, const absl::CommandLineFlag* b) {
+              return a->Name() < b->Name();
+            });
+  for (const absl::CommandLineFlag* flag : flags) {
+    absl::StrAppend(
+        &text, "  --", flag->Name(), " (default: ",
+        flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue(),
+        ")\n      ", flag->Help(), "\n");
+  }
+  return text;
+}
+
+}  // namespace cli
+}  // namespace partplan

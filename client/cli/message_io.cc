@@ -1,0 +1,126 @@
+#include "client/cli/message_io.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace partplan {
+namespace cli {
+namespace {
+
+enum class WireFormat { kJson, kBinary };
+
+WireFormat DetectFormat(absl::string_view contents,
+                        absl::string_view source_name) {
+  if (absl::EndsWithIgnoreCase(source_name, ".json")) return WireFormat::kJson;
+  for (absl::string_view extension : {".pb", ".bin", ".binpb"}) {
+    if (absl::EndsWithIgnoreCase(source_name, extension)) {
+      return WireFormat::kBinary;
+    }
+  }
+  // A binary message starting with '{' (field 15, wire type 3) would be a
+  // deprecated group, which proto3 messages never contain.
+  absl::string_view text = absl::StripLeadingAsciiWhitespace(contents);
+  return !text.empty() && text.front() == '{' ? WireFormat::kJson
+                                              : WireFormat::kBinary;
+}
+
+absl::Status ReadError(absl::string_view path, int error_number) {
+  const std::string message =
+      absl::StrCat("cannot read '", path, "': ", std::strerror(error_number));
+  switch (error_number) {
+    case ENOENT:
+      return absl::NotFoundError(message);
+    case EACCES:
+      return absl::PermissionDeniedError(message);
+    default:
+      return absl::DataLossError(message);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<google::protobuf::Message> NewMessage(
+    const google::protobuf::Descriptor* type) {
+  return std::unique_ptr<google::protobuf::Message>(
+      google::protobuf::MessageFactory::generated_factory()
+          ->GetPrototype(type)
+          ->New());
+}
+
+absl::Status ReadMessageFile(absl::string_view path,
+                             std::istream& standard_input,
+                             google::protobuf::Message* message) {
+  if (path.empty()) {
+    return absl::InvalidArgumentError(
+        "no file given (use a path, or '-' for stdin)");
+  }
+  std::string contents;
+  if (path == "-") {
+    contents.assign(std::istreambuf_iterator<char>(standard_input),
+                    std::istreambuf_iterator<char>());
+    if (standard_input.bad()) return ReadError("<stdin>", errno);
+    return ParseMessage(contents, "<stdin>", message);
+  }
+  std::ifstream file{std::string(path), std::ios::binary};
+  if (!file) return ReadError(path, errno);
+  std::ostringstream buffer;
+  buffer << file.rdbuf();
+  // Reading a directory "opens" fine and fails here, with errno EISDIR.
+  if (file.bad() || (file.fail() && !file.eof())) return ReadError(path, errno);
+  return ParseMessage(buffer.str(), path, message);
+}
+
+absl::Status ParseMessage(absl::string_view contents,
+                          absl::string_view source_name,
+                          google::protobuf::Message* message) {
+  const std::string& type = message->GetDescriptor()->full_name();
+  message->Clear();
+  if (DetectFormat(contents, source_name) == WireFormat::kJson) {
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = false;
+    const auto status = google::protobuf::util::JsonStringToMessage(
+        google::protobuf::StringPiece(contents.data(), contents.size()),
+        message, options);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_name, ": not a valid JSON ", type, ": ",
+                       status.message().as_string()));
+    }
+    return absl::OkStatus();
+  }
+  if (!message->ParseFromArray(contents.data(),
+                               static_cast<int>(contents.size()))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_name, ": not a valid binary ", type,
+                     " (JSON files must end in .json or start with '{')"));
+  }
+  return absl::OkStatus();
+}
+
+std::string MessageToPrettyJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  std::string json;
+  // Printing fails only for Any fields of types this binary does not know,
+  // which partplan's API does not have; text format still shows everything.
+  if (!google::protobuf::util::MessageToJsonString(message, &json, options)
+           .ok()) {
+    return message.DebugString();
+  }
+  if (json.empty() || json.back() != '\n') json.push_back('\n');
+  return json;
+}
+
+}  // namespace cli
+}  // namespace partplan

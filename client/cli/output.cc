@@ -1,0 +1,211 @@
+#include "client/cli/output.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "client/cli/byte_size.h"
+#include "client/cli/message_io.h"
+#include "google/protobuf/any.pb.h"
+#include "google/protobuf/descriptor.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+#include "grpcpp/support/error_details.h"
+
+namespace partplan {
+namespace cli {
+namespace {
+
+// Rows of cells printed as left-aligned columns, two spaces apart.
+class TextTable {
+ public:
+  void AddRow(std::vector<std::string> cells) {
+    if (cells.size() > widths_.size()) widths_.resize(cells.size(), 0);
+    for (size_t i = 0; i < cells.size(); ++i) {
+      widths_[i] = std::max(widths_[i], cells[i].size());
+    }
+    rows_.push_back(std::move(cells));
+  }
+
+  // Every row on its own line after `indent`.
+  std::string Render(absl::string_view indent) const {
+    std::string text;
+    for (const std::vector<std::string>& row : rows_) {
+      std::string line(indent);
+      for (size_t i = 0; i < row.size(); ++i) {
+        absl::StrAppend(&line, row[i]);
+        if (i + 1 < row.size()) {
+          line.append(widths_[i] - row[i].size() + 2, ' ');
+        }
+      }
+      absl::StrAppend(&text, line, "\n");
+    }
+    return text;
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+  std::vector<size_t> widths_;
+};
+
+// Latencies are 0 when the graph carries none; "-" says "unknown" better.
+std::string FormatLatency(double seconds) {
+  if (seconds == 0) return "-";
+  return absl::FormatDuration(absl::Seconds(seconds));
+}
+
+std::string FormatIds(const google::protobuf::RepeatedField<int32_t>& ids) {
+  if (ids.empty()) return "-";
+  return absl::StrJoin(ids, ",");
+}
+
+std::string FormatShare(int64_t used, int64_t available) {
+  if (available <= 0) return "-";
+  return absl::StrFormat("%.0f%%", 100.0 * static_cast<double>(used) /
+                                       static_cast<double>(available));
+}
+
+// The first PartitionPlan field set on `response`, e.g.
+// PartitionGraphResponse.plan or PlanResponse.plan.
+const v1::PartitionPlan* FindPlan(const google::protobuf::Message& response) {
+  const google::protobuf::Descriptor* type = response.GetDescriptor();
+  const google::protobuf::Reflection* reflection = response.GetReflection();
+  for (int i = 0; i < type->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = type->field(i);
+    if (field->is_repeated() ||
+        field->message_type() != v1::PartitionPlan::descriptor() ||
+        !reflection->HasField(response, field)) {
+      continue;
+    }
+    return google::protobuf::DynamicCastToGenerated<v1::PartitionPlan>(
+        &reflection->GetMessage(response, field));
+  }
+  return nullptr;
+}
+
+std::string StatusCodeName(grpc::StatusCode code) {
+  // gRPC's and Abseil's status codes share their numbers and names.
+  std::string name =
+      absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+  return name.empty() ? absl::StrCat("CODE_", static_cast<int>(code)) : name;
+}
+
+// A detail other than BadRequest: decoded when this binary knows its type.
+std::string DescribeDetail(const google::protobuf::Any& detail) {
+  const std::string& url = detail.type_url();
+  const std::string type_name = url.substr(url.rfind('/') + 1);
+  const google::protobuf::Descriptor* type =
+      google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(
+          type_name);
+  if (type != nullptr) {
+    std::unique_ptr<google::protobuf::Message> message = NewMessage(type);
+    if (message->ParseFromString(detail.value())) {
+      return absl::StrCat(type_name, ": ", message->ShortDebugString());
+    }
+  }
+  return absl::StrCat(type_name, " (", detail.value().size(), " bytes)");
+}
+
+}  // namespace
+
+absl::StatusOr<OutputFormat> ParseOutputFormat(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "json") return OutputFormat::kJson;
+  if (lower == "table") return OutputFormat::kTable;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--output: unknown format '", name, "'; one of json, table"));
+}
+
+std::string FormatResponse(const google::protobuf::Message& response,
+                           OutputFormat format) {
+  if (format == OutputFormat::kTable) {
+    if (const v1::PartitionPlan* plan = FindPlan(response)) {
+      return FormatPlanTable(*plan);
+    }
+  }
+  return MessageToPrettyJson(response);
+}
+
+std::string FormatPlanTable(const v1::PartitionPlan& plan) {
+  TextTable partitions;
+  partitions.AddRow({"ID", "NODES", "MEMORY", "DEVICES", "LATENCY"});
+  for (const v1::Partition& partition : plan.partitions()) {
+    partitions.AddRow({absl::StrCat(partition.id()),
+                       absl::StrCat(partition.nodes_size()),
+                       FormatByteSize(partition.memory_bytes()),
+                       FormatIds(partition.logical_device_ids()),
+                       FormatLatency(partition.latency_seconds())});
+  }
+
+  TextTable devices;
+  devices.AddRow({"ID", "NAME", "USED", "AVAILABLE", "USE", "PARTITIONS"});
+  for (const v1::DeviceUsage& usage : plan.device_usage()) {
+    devices.AddRow({absl::StrCat(usage.logical_id()), usage.name(),
+                    FormatByteSize(usage.used_bytes()),
+                    FormatByteSize(usage.available_bytes()),
+                    FormatShare(usage.used_bytes(), usage.available_bytes()),
+                    FormatIds(usage.partitions())});
+  }
+
+  const v1::PlanSummary& summary = plan.summary();
+  TextTable figures;
+  figures.AddRow(
+      {"planner", summary.planner().empty() ? "-" : summary.planner()});
+  figures.AddRow({"nodes", absl::StrCat(summary.node_count(), " (",
+                                        summary.op_node_count(), " call_*)")});
+  figures.AddRow({"partitions", absl::StrCat(summary.partition_count())});
+  figures.AddRow({"devices used", absl::StrCat(summary.devices_used(), " of ",
+                                               plan.device_usage_size())});
+  figures.AddRow({"graph size", FormatByteSize(summary.graph_total_bytes())});
+  figures.AddRow(
+      {"largest partition", FormatByteSize(summary.max_partition_bytes())});
+  figures.AddRow({"cross-partition traffic",
+                  FormatByteSize(summary.cross_partition_bytes())});
+  figures.AddRow({"critical path latency",
+                  FormatLatency(summary.critical_path_latency_seconds())});
+  figures.AddRow({"planner time", absl::FormatDuration(absl::Seconds(
+                                      summary.planner_seconds()))});
+
+  return absl::StrCat("Partitions\n", partitions.Render("  "), "\nDevices\n",
+                      devices.Render("  "), "\nSummary\n",
+                      figures.Render("  "));
+}
+
+std::string FormatRpcError(const grpc::Status& status) {
+  std::string text =
+      absl::StrCat("error: ", StatusCodeName(status.error_code()));
+  if (!status.error_message().empty()) {
+    absl::StrAppend(&text, ": ", status.error_message());
+  }
+  absl::StrAppend(&text, "\n");
+  google::rpc::Status rich_status;
+  if (status.error_details().empty() ||
+      !grpc::ExtractErrorDetails(status, &rich_status).ok()) {
+    return text;
+  }
+  for (const google::protobuf::Any& detail : rich_status.details()) {
+    google::rpc::BadRequest bad_request;
+    if (!detail.UnpackTo(&bad_request)) {
+      absl::StrAppend(&text, "  ", DescribeDetail(detail), "\n");
+      continue;
+    }
+    for (const google::rpc::BadRequest::FieldViolation& violation :
+         bad_request.field_violations()) {
+      absl::StrAppend(&text, "  field ", violation.field(), ": ",
+                      violation.description(), "\n");
+    }
+  }
+  return text;
+}
+
+}  // namespace cli
+}  // namespace partplan

@@ -1,0 +1,104 @@
+#include "client/cli/planner_client.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
+#include "google/protobuf/message.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+// SerializationTraits for protobuf messages, which the generic stub uses.
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "partplan/v1/planner_service.pb.h"
+
+namespace partplan {
+namespace cli {
+namespace {
+
+// A generic stub that (de)serialises through the protobuf base class, so one
+// stub carries every request and response type.
+using MessageStub = grpc::TemplatedGenericStub<google::protobuf::Message,
+                                               google::protobuf::Message>;
+
+}  // namespace
+
+const google::protobuf::ServiceDescriptor& PlannerService() {
+  // Reaching the service through a message of its file also makes sure the
+  // linker keeps that file's descriptors.
+  return *v1::PartitionGraphRequest::descriptor()->file()->FindServiceByName(
+      "PartitionPlanner");
+}
+
+absl::StatusOr<const google::protobuf::MethodDescriptor*> FindPlannerMethod(
+    absl::string_view name) {
+  const google::protobuf::ServiceDescriptor& service = PlannerService();
+  absl::string_view method_name = name;
+  absl::ConsumePrefix(&method_name, "/");
+  absl::ConsumePrefix(&method_name, absl::StrCat(service.full_name(), "/"));
+  const google::protobuf::MethodDescriptor* method =
+      service.FindMethodByName(std::string(method_name));
+  if (method == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("unknown method '", name, "' of ", service.full_name(),
+                     "; one of ", absl::StrJoin(PlannerMethodNames(), ", ")));
+  }
+  return method;
+}
+
+std::vector<std::string> PlannerMethodNames() {
+  const google::protobuf::ServiceDescriptor& service = PlannerService();
+  std::vector<std::string> names;
+  names.reserve(static_cast<size_t>(service.method_count()));
+  for (int i = 0; i < service.method_count(); ++i) {
+    names.push_back(service.method(i)->name());
+  }
+  return names;
+}
+
+std::shared_ptr<grpc::Channel> ConnectToPlanner(
+    const ConnectionOptions& options) {
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxSendMessageSize(options.max_message_bytes);
+  arguments.SetMaxReceiveMessageSize(options.max_message_bytes);
+  return grpc::CreateCustomChannel(
+      options.target, grpc::InsecureChannelCredentials(), arguments);
+}
+
+grpc::Status CallPlanner(std::shared_ptr<grpc::ChannelInterface> channel,
+                         const google::protobuf::MethodDescriptor& method,
+                         const google::protobuf::Message& request,
+                         const ConnectionOptions& options,
+                         google::protobuf::Message* response) {
+  grpc::ClientContext context;
+  if (options.deadline != absl::InfiniteDuration()) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options.deadline));
+  }
+  if (!options.request_id.empty()) {
+    context.AddMetadata("x-request-id", options.request_id);
+  }
+  const std::string path =
+      absl::StrCat("/", method.service()->full_name(), "/", method.name());
+
+  MessageStub stub(std::move(channel));
+  grpc::Status result;
+  absl::Notification done;
+  stub.UnaryCall(&context, path, grpc::StubOptions(), &request, response,
+                 [&result, &done](grpc::Status status) {
+                   result = std::move(status);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  return result;
+}
+
+}  // namespace cli
+}  // namespace partplan

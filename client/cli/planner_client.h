@@ -1,0 +1,78 @@
+// One generic way to call any PartitionPlanner RPC: the service's protobuf
+// descriptor is the table of methods and of their request/response types,
+// and a generic stub sends whichever request message the method takes. The
+// CLI thus has a single call path for all seven RPCs, and an RPC added to
+// planner_service.proto is callable without touching this code.
+//
+//   absl::StatusOr<const google::protobuf::MethodDescriptor*> method =
+//       partplan::cli::FindPlannerMethod("Validate");
+//   std::unique_ptr<google::protobuf::Message> request =
+//       partplan::cli::NewMessage((*method)->input_type());  // message_io.h
+//   std::unique_ptr<google::protobuf::Message> response =
+//       partplan::cli::NewMessage((*method)->output_type());
+//   ConnectionOptions options;  // localhost:50051, 30 s deadline
+//   grpc::Status status = partplan::cli::CallPlanner(
+//       partplan::cli::ConnectToPlanner(options), **method, *request,
+//       options, response.get());
+#ifndef PARTPLAN_CLIENT_CLI_PLANNER_CLIENT_H_
+#define PARTPLAN_CLIENT_CLI_PLANNER_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+#include "grpcpp/channel.h"
+
+namespace partplan {
+namespace cli {
+
+// Where and how to call the service.
+struct ConnectionOptions {
+  // gRPC target, e.g. "localhost:50051" or "dns:///planner.ns.svc:50051".
+  std::string target = "localhost:50051";
+  // Time allowed for the whole call; absl::InfiniteDuration() for none.
+  absl::Duration deadline = absl::Seconds(30);
+  // Sent as `x-request-id` metadata when not empty, to find the call in the
+  // server's logs.
+  std::string request_id;
+  // Largest message sent or received. Plans of big graphs exceed gRPC's
+  // 4 MiB default; the server has its own limit.
+  int max_message_bytes = 256 << 20;
+};
+
+// partplan.v1.PartitionPlanner, from the descriptors compiled into this
+// binary.
+const google::protobuf::ServiceDescriptor& PlannerService();
+
+// The method called `name`: "PartitionGraph", or grpcurl's spelling
+// "partplan.v1.PartitionPlanner/PartitionGraph" (with or without a leading
+// '/'). NOT_FOUND listing the methods otherwise.
+absl::StatusOr<const google::protobuf::MethodDescriptor*> FindPlannerMethod(
+    absl::string_view name);
+
+// Names of all the service's methods, in declaration order.
+std::vector<std::string> PlannerMethodNames();
+
+// An insecure channel to `options.target` with the message size limits.
+// Connection failures show up as UNAVAILABLE from CallPlanner.
+std::shared_ptr<grpc::Channel> ConnectToPlanner(
+    const ConnectionOptions& options);
+
+// Calls `method` with `request` (of its input type) and blocks until the
+// response (of its output type) is in `*response` or the call fails. Applies
+// the deadline and request id of `options`.
+grpc::Status CallPlanner(std::shared_ptr<grpc::ChannelInterface> channel,
+                         const google::protobuf::MethodDescriptor& method,
+                         const google::protobuf::Message& request,
+                         const ConnectionOptions& options,
+                         google::protobuf::Message* response);
+
+}  // namespace cli
+}  // namespace partplan
+
+#endif  // PARTPLAN_CLIENT_CLI_PLANNER_CLIENT_H_
