@@ -1,0 +1,102 @@
+#include "planner/device_mapping.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "planner/status_util.h"
+
+namespace partplan {
+
+absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList& devices,
+                                    const CancellationToken& token, PartitionSet* set,
+                                    std::vector<DeviceLoad>* loads) {
+  const int num_devices = devices.size();
+  loads->assign(num_devices, DeviceLoad());
+  std::vector<int64_t> room(num_devices);
+  for (int d = 0; d < num_devices; ++d) room[d] = devices[d].available_memory_bytes;
+  // Nodes held by each device, to charge shared inputs once per device.
+  std::vector<absl::flat_hash_set<NodeId>> held(num_devices);
+
+  auto place = [&](int32_t p, int d, int64_t bytes) {
+    Partition& partition = set->partitions[p];
+    room[d] -= bytes;
+    (*loads)[d].used_bytes += bytes;
+    (*loads)[d].partitions.push_back(p);
+    held[d].insert(partition.nodes.begin(), partition.nodes.end());
+  };
+
+  std::vector<int32_t> unplaced;
+  for (int32_t p = 0; p < static_cast<int32_t>(set->partitions.size()); ++p) {
+    const Partition& partition = set->partitions[p];
+    if (partition.logical_device_ids.empty()) {
+      unplaced.push_back(p);
+      continue;
+    }
+    for (int32_t logical_id : partition.logical_device_ids) {
+      place(p, devices.IndexOf(logical_id), partition.memory_bytes);
+    }
+  }
+  if (unplaced.empty()) return absl::OkStatus();
+
+  // Devices ordered by (room left, order key, device). A device whose room
+  // shrinks takes a key above all others, so among equal rooms it sorts
+  // last: the order torch.fx's repeated stable sort produces.
+  std::set<std::tuple<int64_t, int64_t, int>> by_room;
+  std::vector<int64_t> order_key(num_devices);
+  for (int d = 0; d < num_devices; ++d) {
+    order_key[d] = d;
+    by_room.emplace(room[d], d, d);
+  }
+  int64_t next_key = num_devices;
+
+  std::vector<int32_t> stamp(graph.num_nodes(), -1);  // marks the partition's own nodes
+  for (size_t i = 0; i < unplaced.size(); ++i) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(static_cast<int64_t>(i)));
+    const int32_t p = unplaced[i];
+    Partition& partition = set->partitions[p];
+    for (NodeId v : partition.nodes) stamp[v] = p;
+    int chosen = -1;
+    int64_t chosen_bytes = 0;
+    for (const auto& [left, key, d] : by_room) {
+      int64_t bytes = partition.memory_bytes;
+      if (!held[d].empty()) {
+        bytes = 0;
+        for (NodeId v : partition.nodes) {
+          bytes += graph.total_bytes(v);
+          for (NodeId u : graph.inputs(v)) {
+            if (stamp[u] != p && !held[d].contains(u)) bytes += graph.output_bytes(u);
+          }
+        }
+      }
+      if (bytes <= left) {
+        chosen = d;
+        chosen_bytes = bytes;
+        break;
+      }
+    }
+    if (chosen < 0) {
+      const int64_t most_room = by_room.empty() ? 0 : std::get<0>(*by_room.rbegin());
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot place every partition on a device: partition ", p, " (first node '",
+          graph.name(partition.nodes.front()), "') needs ", partition.memory_bytes,
+          " bytes and the device with the most room left has ", most_room));
+    }
+    partition.logical_device_ids.push_back(devices[chosen].logical_id);
+    if (chosen_bytes == 0) {  // room unchanged: the device keeps its place
+      place(p, chosen, 0);
+      continue;
+    }
+    by_room.erase({room[chosen], order_key[chosen], chosen});
+    place(p, chosen, chosen_bytes);
+    order_key[chosen] = next_key++;
+    by_room.emplace(room[chosen], order_key[chosen], chosen);
+  }
+  for (DeviceLoad& load : *loads) std::sort(load.partitions.begin(), load.partitions.end());
+  return absl::OkStatus();
+}
+
+}  // namespace partplan

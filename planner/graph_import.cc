@@ -1,0 +1,366 @@
+#include "planner/graph_import.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "planner/status_util.h"
+
+namespace partplan {
+namespace {
+
+bool AddOverflows(int64_t a, int64_t b, int64_t* sum) {
+  return __builtin_add_overflow(a, b, sum);
+}
+bool MulOverflows(int64_t a, int64_t b, int64_t* product) {
+  return __builtin_mul_overflow(a, b, product);
+}
+
+bool IsFiniteNonNegative(double x) { return std::isfinite(x) && x >= 0; }
+
+}  // namespace
+
+int64_t DtypeElementBytes(absl::string_view dtype) {
+  absl::ConsumePrefix(&dtype, "torch.");
+  static constexpr struct {
+    const char* name;
+    int64_t bytes;
+  } kDtypes[] = {
+      {"float32", 4},   {"float", 4},      {"float64", 8},     {"double", 8},
+      {"float16", 2},   {"half", 2},       {"bfloat16", 2},    {"int64", 8},
+      {"long", 8},      {"int32", 4},      {"int", 4},         {"int16", 2},
+      {"short", 2},     {"int8", 1},       {"uint8", 1},       {"bool", 1},
+      {"complex64", 8}, {"cfloat", 8},     {"complex128", 16}, {"cdouble", 16},
+      {"complex32", 4}, {"chalf", 4},      {"quint8", 1},      {"qint8", 1},
+      {"qint32", 4},    {"quint4x2", 1},   {"quint2x4", 1},    {"float8_e4m3fn", 1},
+      {"float8_e5m2", 1},
+  };
+  for (const auto& entry : kDtypes) {
+    if (dtype == entry.name) return entry.bytes;
+  }
+  return 0;
+}
+
+// Builds a CompactGraph; a friend of it. One pass over the nodes validates
+// them and records their inputs; a second pass inverts inputs into users.
+class GraphBuilder {
+ public:
+  GraphBuilder(const v1::Graph& graph, const InputLimits& limits,
+               const CancellationToken& token, absl::string_view field)
+      : graph_(graph), limits_(limits), token_(token), field_(field), result_(&graph) {}
+
+  absl::StatusOr<CompactGraph> Build() {
+    const int64_t n = graph_.nodes_size();
+    if (n == 0) return InvalidFieldError(NodesField(), "the graph has no nodes");
+    if (n > limits_.max_nodes) {
+      return InvalidFieldError(
+          NodesField(), absl::StrCat("the graph has ", n, " nodes, above the limit of ",
+                                     limits_.max_nodes, " (--max_nodes)"));
+    }
+    result_.op_.reserve(n);
+    result_.total_bytes_.reserve(n);
+    result_.output_bytes_.reserve(n);
+    result_.input_offsets_.reserve(n + 1);
+    result_.input_offsets_.push_back(0);
+    id_of_name_.reserve(n);
+    first_use_stamp_.assign(n, -1);
+
+    for (NodeId v = 0; v < n; ++v) {
+      PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(v));
+      PARTPLAN_RETURN_IF_ERROR(AddNode(v));
+    }
+    if (output_node_ < 0) {
+      return InvalidFieldError(NodesField(), "the graph has no OUTPUT node");
+    }
+    BuildUsers();
+    return std::move(result_);
+  }
+
+ private:
+  std::string NodesField() const { return absl::StrCat(field_, ".nodes"); }
+  std::string NodeField(NodeId v) const { return absl::StrCat(field_, ".nodes[", v, "]"); }
+
+  absl::Status AddNode(NodeId v) {
+    const v1::Node& node = graph_.nodes(v);
+    const std::string at = NodeField(v);
+    if (node.name().empty()) {
+      return InvalidFieldError(absl::StrCat(at, ".name"), "the node has no name");
+    }
+    auto [it, inserted] = id_of_name_.try_emplace(node.name(), v);
+    if (!inserted) {
+      return InvalidFieldError(absl::StrCat(at, ".name"),
+                               absl::StrCat("duplicate node name '", node.name(),
+                                            "' (first used by nodes[", it->second, "])"));
+    }
+    if (!v1::Op_IsValid(node.op()) || node.op() == v1::OP_UNSPECIFIED) {
+      return InvalidFieldError(absl::StrCat(at, ".op"),
+                               absl::StrCat("node '", node.name(), "' has no valid op (got ",
+                                            node.op(), ")"));
+    }
+    if (output_node_ >= 0) {
+      return InvalidFieldError(
+          at, absl::StrCat("node '", node.name(), "' follows the OUTPUT node '",
+                           graph_.nodes(output_node_).name(),
+                           "'; OUTPUT must be the last node"));
+    }
+    if (node.op() == v1::OUTPUT) output_node_ = v;
+    if (node.op() == v1::CALL_MODULE || node.op() == v1::CALL_FUNCTION ||
+        node.op() == v1::CALL_METHOD) {
+      ++result_.num_op_nodes_;
+    }
+    PARTPLAN_RETURN_IF_ERROR(AddInputs(v, node, at));
+    // Partitions copy graph inputs in whole; an input computed from other
+    // nodes would make that copy wrong.
+    if ((node.op() == v1::PLACEHOLDER || node.op() == v1::GET_ATTR) &&
+        result_.input_offsets_[v + 1] > result_.input_offsets_[v]) {
+      return InvalidFieldError(absl::StrCat(at, ".args"),
+                               absl::StrCat(v1::Op_Name(node.op()), " node '", node.name(),
+                                            "' must not refer to other nodes"));
+    }
+    PARTPLAN_RETURN_IF_ERROR(AddSizes(v, node, at));
+    result_.op_.push_back(node.op());
+    return absl::OkStatus();
+  }
+
+  // Records the distinct nodes `node` references, validating the flat
+  // encoding of args and of each kwarg.
+  absl::Status AddInputs(NodeId v, const v1::Node& node, const std::string& at) {
+    int64_t values = node.args_size();
+    for (const v1::KeywordArgument& kwarg : node.kwargs()) values += kwarg.value_size();
+    if (values > limits_.max_values_per_node) {
+      return InvalidFieldError(
+          at, absl::StrCat("node '", node.name(), "' has ", values,
+                           " argument values, above the limit of ",
+                           limits_.max_values_per_node, " (--max_values_per_node)"));
+    }
+    total_values_ += values;
+    if (total_values_ > limits_.max_values) {
+      return InvalidFieldError(
+          NodesField(), absl::StrCat("the graph has more than ", limits_.max_values,
+                                     " argument values (--max_values)"));
+    }
+    // The top-level args are any number of complete values.
+    PARTPLAN_RETURN_IF_ERROR(AddValues(v, node.args(), absl::StrCat(at, ".args"),
+                                       /*exactly_one=*/false));
+    for (int k = 0; k < node.kwargs_size(); ++k) {
+      const v1::KeywordArgument& kwarg = node.kwargs(k);
+      const std::string kwarg_at = absl::StrCat(at, ".kwargs[", k, "]");
+      if (kwarg.name().empty()) {
+        return InvalidFieldError(absl::StrCat(kwarg_at, ".name"), "keyword argument has no name");
+      }
+      for (int j = 0; j < k; ++j) {
+        if (node.kwargs(j).name() == kwarg.name()) {
+          return InvalidFieldError(absl::StrCat(kwarg_at, ".name"),
+                                   absl::StrCat("duplicate keyword argument '", kwarg.name(), "'"));
+        }
+      }
+      PARTPLAN_RETURN_IF_ERROR(AddValues(v, kwarg.value(), absl::StrCat(kwarg_at, ".value"),
+                                         /*exactly_one=*/true));
+    }
+    result_.input_offsets_.push_back(static_cast<int64_t>(result_.input_ids_.size()));
+    return absl::OkStatus();
+  }
+
+  // Walks a flat pre-order encoding without recursion: `pending` counts the
+  // elements still owed to open lists and tuples.
+  absl::Status AddValues(NodeId v, const google::protobuf::RepeatedPtrField<v1::Value>& values,
+                         const std::string& at, bool exactly_one) {
+    int64_t pending = 0;      // elements owed to open containers
+    int64_t top_level = 0;    // complete top-level values seen
+    for (int i = 0; i < values.size(); ++i) {
+      const v1::Value& value = values.Get(i);
+      if (pending > 0) {
+        --pending;
+      } else {
+        ++top_level;
+        if (exactly_one && top_level > 1) {
+          return InvalidFieldError(absl::StrCat(at, "[", i, "]"),
+                                   "a keyword argument holds exactly one value; this is a second");
+        }
+      }
+      switch (value.kind_case()) {
+        case v1::Value::kNode:
+          PARTPLAN_RETURN_IF_ERROR(AddReference(v, value.node(), absl::StrCat(at, "[", i, "]")));
+          break;
+        case v1::Value::kList:
+          pending += value.list();
+          break;
+        case v1::Value::kTuple:
+          pending += value.tuple();
+          break;
+        case v1::Value::KIND_NOT_SET:
+          return InvalidFieldError(absl::StrCat(at, "[", i, "]"), "the value has no kind set");
+        default:
+          break;
+      }
+    }
+    if (pending > 0) {
+      return InvalidFieldError(at, absl::StrCat("a list or tuple is missing ", pending,
+                                                " of its elements"));
+    }
+    if (exactly_one && top_level == 0) {
+      return InvalidFieldError(at, "the keyword argument has no value");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status AddReference(NodeId v, const std::string& name, const std::string& at) {
+    auto it = id_of_name_.find(name);
+    if (it == id_of_name_.end()) return UnresolvedReference(v, name, at);
+    const NodeId u = it->second;
+    if (u == v) {
+      return InvalidFieldError(at, absl::StrCat("node '", name, "' refers to itself"));
+    }
+    // Later nodes are not in the map yet, so `u` precedes `v`; an earlier
+    // OUTPUT cannot be referenced since nothing may follow it.
+    if (first_use_stamp_[u] != v) {  // distinct inputs, first-use order
+      first_use_stamp_[u] = v;
+      result_.input_ids_.push_back(u);
+    }
+    return absl::OkStatus();
+  }
+
+  // Tells a forward reference from a dangling one; runs only on the error
+  // path, so its scan costs nothing on valid graphs.
+  absl::Status UnresolvedReference(NodeId v, const std::string& name, const std::string& at) {
+    for (NodeId w = v + 1; w < graph_.nodes_size(); ++w) {
+      if (graph_.nodes(w).name() == name) {
+        return InvalidFieldError(
+            at, absl::StrCat("refers to node '", name, "' defined later (nodes[", w,
+                             "]); nodes must be in topological order"));
+      }
+    }
+    return InvalidFieldError(at, absl::StrCat("refers to unknown node '", name, "'"));
+  }
+
+  absl::Status AddSizes(NodeId v, const v1::Node& node, const std::string& at) {
+    if (node.parameter_count() < 0) {
+      return InvalidFieldError(absl::StrCat(at, ".parameter_count"), "must not be negative");
+    }
+    if (node.parameter_bytes() < 0) {
+      return InvalidFieldError(absl::StrCat(at, ".parameter_bytes"), "must not be negative");
+    }
+    if (!IsFiniteNonNegative(node.flops())) {
+      return InvalidFieldError(absl::StrCat(at, ".flops"), "must be finite and not negative");
+    }
+    if (node.has_latency()) {
+      if (!IsFiniteNonNegative(node.latency().memory_latency_seconds())) {
+        return InvalidFieldError(absl::StrCat(at, ".latency.memory_latency_seconds"),
+                                 "must be finite and not negative");
+      }
+      if (!IsFiniteNonNegative(node.latency().compute_latency_seconds())) {
+        return InvalidFieldError(absl::StrCat(at, ".latency.compute_latency_seconds"),
+                                 "must be finite and not negative");
+      }
+    }
+    for (int k = 0; k < node.outputs_size(); ++k) {
+      for (int d = 0; d < node.outputs(k).shape_size(); ++d) {
+        if (node.outputs(k).shape(d) < 0) {
+          return InvalidFieldError(absl::StrCat(at, ".outputs[", k, "].shape[", d, "]"),
+                                   "dimension must not be negative");
+        }
+      }
+    }
+    int64_t total = 0;
+    int64_t output = 0;
+    if (node.op() == v1::OUTPUT) {
+      // torch.fx gives the output node no size.
+    } else if (node.has_size_bytes()) {
+      total = node.size_bytes().total_bytes();
+      output = node.size_bytes().output_bytes();
+      if (total < 0) {
+        return InvalidFieldError(absl::StrCat(at, ".size_bytes.total_bytes"), "must not be negative");
+      }
+      if (output < 0) {
+        return InvalidFieldError(absl::StrCat(at, ".size_bytes.output_bytes"), "must not be negative");
+      }
+      if (output > total) {
+        return InvalidFieldError(absl::StrCat(at, ".size_bytes"),
+                                 absl::StrCat("output_bytes ", output, " exceed total_bytes ", total));
+      }
+    } else {
+      PARTPLAN_RETURN_IF_ERROR(DeriveSizes(node, at, &total, &output));
+    }
+    if (node.op() != v1::OUTPUT &&
+        AddOverflows(result_.graph_total_bytes_, total, &result_.graph_total_bytes_)) {
+      return InvalidFieldError(absl::StrCat(at, ".size_bytes"),
+                               "the graph's total size overflows 64 bits");
+    }
+    result_.total_bytes_.push_back(total);
+    result_.output_bytes_.push_back(output);
+    return absl::OkStatus();
+  }
+
+  // torch.fx's get_size_of_node: output elements x element size, plus for
+  // call_module the parameters counted at the output's element size. Tuple
+  // outputs (which torch.fx cannot size) add up their elements.
+  absl::Status DeriveSizes(const v1::Node& node, const std::string& at, int64_t* total,
+                           int64_t* output) {
+    int64_t first_element_bytes = 0;
+    for (int k = 0; k < node.outputs_size(); ++k) {
+      const v1::TensorMeta& meta = node.outputs(k);
+      const int64_t element_bytes = DtypeElementBytes(meta.dtype());
+      if (element_bytes == 0) {
+        return InvalidFieldError(
+            absl::StrCat(at, ".outputs[", k, "].dtype"),
+            absl::StrCat("unknown dtype '", meta.dtype(),
+                         "'; give size_bytes or a torch dtype such as torch.float32"));
+      }
+      if (k == 0) first_element_bytes = element_bytes;
+      int64_t bytes = element_bytes;
+      for (int64_t dim : meta.shape()) {
+        if (MulOverflows(bytes, dim, &bytes)) {
+          return InvalidFieldError(absl::StrCat(at, ".outputs[", k, "].shape"),
+                                   "the tensor's size overflows 64 bits");
+        }
+      }
+      if (AddOverflows(*output, bytes, output)) {
+        return InvalidFieldError(absl::StrCat(at, ".outputs"), "the output size overflows 64 bits");
+      }
+    }
+    int64_t parameter_bytes = 0;
+    if (node.op() == v1::CALL_MODULE &&
+        (MulOverflows(node.parameter_count(), first_element_bytes, &parameter_bytes) ||
+         AddOverflows(*output, parameter_bytes, total))) {
+      return InvalidFieldError(absl::StrCat(at, ".parameter_count"),
+                               "the node's size overflows 64 bits");
+    }
+    if (node.op() != v1::CALL_MODULE) *total = *output;
+    return absl::OkStatus();
+  }
+
+  // Inverts the input lists: users of u in increasing id (graph) order.
+  void BuildUsers() {
+    const int32_t n = result_.num_nodes();
+    std::vector<int64_t>& offsets = result_.user_offsets_;
+    offsets.assign(n + 1, 0);
+    for (NodeId u : result_.input_ids_) ++offsets[u + 1];
+    for (int32_t v = 0; v < n; ++v) offsets[v + 1] += offsets[v];
+    result_.user_ids_.resize(result_.input_ids_.size());
+    std::vector<int64_t> next(offsets.begin(), offsets.end() - 1);
+    for (NodeId v = 0; v < n; ++v) {
+      for (NodeId u : result_.inputs(v)) result_.user_ids_[next[u]++] = v;
+    }
+  }
+
+  const v1::Graph& graph_;
+  const InputLimits& limits_;
+  const CancellationToken& token_;
+  const std::string field_;
+  CompactGraph result_;
+  absl::flat_hash_map<absl::string_view, NodeId> id_of_name_;
+  std::vector<NodeId> first_use_stamp_;  // last node that referenced u
+  NodeId output_node_ = -1;
+  int64_t total_values_ = 0;
+};
+
+absl::StatusOr<CompactGraph> ImportGraph(const v1::Graph& graph, const InputLimits& limits,
+                                         const CancellationToken& token,
+                                         absl::string_view field) {
+  return GraphBuilder(graph, limits, token, field).Build();
+}
+
+}  // namespace partplan

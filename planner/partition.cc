@@ -1,0 +1,78 @@
+#include "planner/partition.h"
+
+#include <algorithm>
+
+namespace partplan {
+
+PartitionBuilder::PartitionBuilder(const CompactGraph& graph)
+    : graph_(graph), last_partition_(graph.num_nodes(), -1) {}
+
+int32_t PartitionBuilder::NewPartition() {
+  partitions_.emplace_back();
+  return num_partitions() - 1;
+}
+
+int64_t PartitionBuilder::ExtraBytes(NodeId v, int32_t p) const {
+  int64_t bytes = graph_.total_bytes(v);
+  for (NodeId u : graph_.inputs(v)) {
+    if (!Contains(p, u)) bytes += graph_.output_bytes(u);
+  }
+  return bytes;
+}
+
+void PartitionBuilder::AddNode(NodeId v, int32_t p) {
+  Partition& partition = partitions_[p];
+  // Inputs copied in count their own total size (they read no nodes).
+  for (NodeId u : graph_.inputs(v)) {
+    if (graph_.is_input_node(u) && !Contains(p, u)) {
+      last_partition_[u] = p;
+      partition.nodes.push_back(u);
+      partition.memory_bytes += graph_.total_bytes(u);
+    }
+  }
+  partition.memory_bytes += ExtraBytes(v, p);
+  last_partition_[v] = p;
+  partition.nodes.push_back(v);
+}
+
+PartitionSet PartitionBuilder::Finish() && {
+  PartitionSet set;
+  set.partition_of.assign(graph_.num_nodes(), -1);
+  for (int32_t p = 0; p < num_partitions(); ++p) {
+    std::sort(partitions_[p].nodes.begin(), partitions_[p].nodes.end());
+    for (NodeId v : partitions_[p].nodes) {
+      if (graph_.is_op_node(v)) set.partition_of[v] = p;
+    }
+  }
+  set.partitions = std::move(partitions_);
+  LinkPartitions(graph_, &set);
+  return set;
+}
+
+void LinkPartitions(const CompactGraph& graph, PartitionSet* set) {
+  for (Partition& partition : set->partitions) {
+    partition.parents.clear();
+    partition.children.clear();
+  }
+  // Placeholders and get_attrs are copied into their users' partitions, so
+  // only call_* nodes link partitions.
+  for (NodeId u = 0; u < graph.num_nodes(); ++u) {
+    const int32_t p = set->partition_of[u];
+    if (p < 0) continue;
+    for (NodeId v : graph.users(u)) {
+      const int32_t c = set->partition_of[v];
+      if (c >= 0 && c != p) {
+        set->partitions[p].children.push_back(c);
+        set->partitions[c].parents.push_back(p);
+      }
+    }
+  }
+  for (Partition& partition : set->partitions) {
+    for (std::vector<int32_t>* ids : {&partition.parents, &partition.children}) {
+      std::sort(ids->begin(), ids->end());
+      ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
+    }
+  }
+}
+
+}  // namespace partplan

@@ -1,0 +1,181 @@
+#include "planner/partitioner.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "planner/device_mapping.h"
+#include "planner/module_split.h"
+#include "planner/partition.h"
+#include "planner/size_based_partitioner.h"
+#include "planner/status_util.h"
+
+namespace partplan {
+namespace {
+
+// torch.fx's find_single_partition: every node but the output, on the
+// device with the most memory (the first such in inventory order).
+PartitionSet SinglePartition(const CompactGraph& graph, const DeviceList& devices,
+                             std::vector<DeviceLoad>* loads) {
+  int largest = 0;
+  for (int d = 1; d < devices.size(); ++d) {
+    if (devices[d].available_memory_bytes > devices[largest].available_memory_bytes) largest = d;
+  }
+  PartitionSet set;
+  set.partitions.emplace_back();
+  Partition& partition = set.partitions.back();
+  set.partition_of.assign(graph.num_nodes(), -1);
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    if (v == graph.output_node()) continue;
+    partition.nodes.push_back(v);
+    if (graph.is_op_node(v)) set.partition_of[v] = 0;
+  }
+  partition.memory_bytes = graph.graph_total_bytes();
+  partition.logical_device_ids.push_back(devices[largest].logical_id);
+  loads->assign(devices.size(), DeviceLoad());
+  (*loads)[largest].used_bytes = partition.memory_bytes;
+  (*loads)[largest].partitions.push_back(0);
+  return set;
+}
+
+// Sum of device memory, saturating instead of overflowing.
+int64_t TotalMemory(const DeviceList& devices) {
+  int64_t total = 0;
+  for (const DeviceSpec& device : devices.devices()) {
+    if (__builtin_add_overflow(total, device.available_memory_bytes, &total)) {
+      return std::numeric_limits<int64_t>::max();
+    }
+  }
+  return total;
+}
+
+void AddNames(const CompactGraph& graph, const std::vector<NodeId>& ids,
+              google::protobuf::RepeatedPtrField<std::string>* names) {
+  names->Reserve(static_cast<int>(ids.size()));
+  for (NodeId v : ids) names->Add()->assign(graph.name(v));
+}
+
+v1::PartitionPlan ToProto(const CompactGraph& graph, const DeviceList& devices,
+                          const PartitionSet& set, const std::vector<DeviceLoad>& loads,
+                          const ModuleSplit& split, absl::string_view planner) {
+  v1::PartitionPlan plan;
+  plan.mutable_assignments()->Reserve(graph.num_op_nodes());
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    if (set.partition_of[v] < 0) continue;
+    v1::NodePartition* assignment = plan.add_assignments();
+    assignment->set_node(graph.name(v));
+    assignment->set_partition(set.partition_of[v]);
+  }
+  // Split-module inputs and outputs, by partition id.
+  std::vector<const SplitPartition*> split_of(set.partitions.size(), nullptr);
+  for (const SplitPartition& part : split.partitions) split_of[part.partition] = &part;
+
+  int64_t max_bytes = 0;
+  int64_t cross_bytes = 0;
+  for (int32_t p = 0; p < static_cast<int32_t>(set.partitions.size()); ++p) {
+    const Partition& partition = set.partitions[p];
+    v1::Partition* out = plan.add_partitions();
+    out->set_id(p);
+    AddNames(graph, partition.nodes, out->mutable_nodes());
+    if (split_of[p] != nullptr) {
+      AddNames(graph, split_of[p]->inputs, out->mutable_inputs());
+      AddNames(graph, split_of[p]->outputs, out->mutable_outputs());
+      for (NodeId u : split_of[p]->inputs) {
+        if (graph.is_op_node(u)) cross_bytes += graph.output_bytes(u);
+      }
+    }
+    out->set_memory_bytes(partition.memory_bytes);
+    *out->mutable_logical_device_ids() = {partition.logical_device_ids.begin(),
+                                          partition.logical_device_ids.end()};
+    *out->mutable_parents() = {partition.parents.begin(), partition.parents.end()};
+    *out->mutable_children() = {partition.children.begin(), partition.children.end()};
+    max_bytes = std::max(max_bytes, partition.memory_bytes);
+  }
+  for (int32_t i : split.construction_order) {
+    const SplitPartition& part = split.partitions[i];
+    const Partition& partition = set.partitions[part.partition];
+    v1::DagNode* node = plan.add_dag();
+    node->set_submodule(part.submodule_name);
+    node->set_partition(part.partition);
+    *node->mutable_input_nodes() = {part.argument_names.begin(), part.argument_names.end()};
+    *node->mutable_output_nodes() = {part.dag_output_names.begin(),
+                                     part.dag_output_names.end()};
+    *node->mutable_logical_device_ids() = {partition.logical_device_ids.begin(),
+                                           partition.logical_device_ids.end()};
+    node->set_size_bytes(partition.memory_bytes);
+  }
+  int devices_used = 0;
+  for (int d = 0; d < devices.size(); ++d) {
+    v1::DeviceUsage* usage = plan.add_device_usage();
+    usage->set_logical_id(devices[d].logical_id);
+    usage->set_name(devices[d].name);
+    usage->set_used_bytes(loads[d].used_bytes);
+    usage->set_available_bytes(devices[d].available_memory_bytes);
+    *usage->mutable_partitions() = {loads[d].partitions.begin(), loads[d].partitions.end()};
+    if (!loads[d].partitions.empty()) ++devices_used;
+  }
+  v1::PlanSummary* summary = plan.mutable_summary();
+  summary->set_planner(std::string(planner));
+  summary->set_node_count(graph.num_nodes());
+  summary->set_op_node_count(graph.num_op_nodes());
+  summary->set_partition_count(static_cast<int32_t>(set.partitions.size()));
+  summary->set_devices_used(devices_used);
+  summary->set_graph_total_bytes(graph.graph_total_bytes());
+  summary->set_max_partition_bytes(max_bytes);
+  summary->set_cross_partition_bytes(cross_bytes);
+  return plan;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
+                                                     const DeviceList& devices,
+                                                     const v1::PartitionerConfig& config,
+                                                     const CancellationToken& token) {
+  if (devices.empty()) {
+    return InvalidFieldError("devices.devices", "no devices: the inventory lists no device");
+  }
+  if (graph.num_op_nodes() == 0) {
+    return InvalidFieldError("graph.nodes",
+                             "no partition since no operations: the graph has no call_module, "
+                             "call_function or call_method node");
+  }
+  v1::PartitionerConfig::Mode mode = config.mode();
+  if (mode == v1::PartitionerConfig::MODE_UNSPECIFIED) mode = v1::PartitionerConfig::SIZE_BASED;
+  if (mode != v1::PartitionerConfig::SIZE_BASED) {
+    return absl::UnimplementedError(absl::StrCat(
+        "partitioner mode ", v1::PartitionerConfig::Mode_Name(mode),
+        " is not implemented yet; SIZE_BASED is"));
+  }
+  if (config.saturate_host()) {
+    return absl::UnimplementedError("saturate_host is not implemented yet");
+  }
+  const std::string planner =
+      absl::AsciiStrToLower(absl::StrCat("partitioner/", v1::PartitionerConfig::Mode_Name(mode)));
+
+  int64_t largest_memory = 0;
+  for (const DeviceSpec& device : devices.devices()) {
+    largest_memory = std::max(largest_memory, device.available_memory_bytes);
+  }
+  PartitionSet set;
+  std::vector<DeviceLoad> loads;
+  if (graph.graph_total_bytes() <= largest_memory) {
+    set = SinglePartition(graph, devices, &loads);
+  } else if (graph.graph_total_bytes() > TotalMemory(devices)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "devices have not enough memory for the graph: it needs ", graph.graph_total_bytes(),
+        " bytes and the ", devices.size(), " devices have ", TotalMemory(devices),
+        " bytes together"));
+  } else {
+    PARTPLAN_ASSIGN_OR_RETURN(set, SizeBasedPartition(graph, devices, token));
+    PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));
+  }
+  PARTPLAN_ASSIGN_OR_RETURN(
+      ModuleSplit split,
+      SplitModule(graph, set.partition_of, /*keep_original_order=*/false, "config", token));
+  return ToProto(graph, devices, set, loads, split, planner);
+}
+
+}  // namespace partplan

@@ -1,0 +1,32 @@
+// PartitionGraphPlan: torch.fx's Partitioner.partition_graph, end to end.
+//
+// Runs torch.fx's checks in its order, then the chosen mode, then places the
+// partitions on devices and derives the partition DAG of the split module:
+//   1. no devices                          -> INVALID_ARGUMENT (devices)
+//   2. no call_* node                      -> INVALID_ARGUMENT (graph.nodes)
+//   3. the graph fits the largest device   -> one partition on it, any mode
+//   4. the graph exceeds all devices' sum  -> FAILED_PRECONDITION
+//   5. the mode's partitioning, then best-fit placement of what it left
+//      unplaced (FAILED_PRECONDITION if something fits nowhere).
+//
+//   PARTPLAN_ASSIGN_OR_RETURN(v1::PartitionPlan plan,
+//       PartitionGraphPlan(graph, devices, request.config(), token));
+#ifndef PARTPLAN_PLANNER_PARTITIONER_H_
+#define PARTPLAN_PLANNER_PARTITIONER_H_
+
+#include "absl/status/statusor.h"
+#include "partplan/v1/plan.pb.h"
+#include "planner/cancellation.h"
+#include "planner/devices.h"
+#include "planner/graph.h"
+
+namespace partplan {
+
+absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
+                                                     const DeviceList& devices,
+                                                     const v1::PartitionerConfig& config,
+                                                     const CancellationToken& token);
+
+}  // namespace partplan
+
+#endif  // PARTPLAN_PLANNER_PARTITIONER_H_

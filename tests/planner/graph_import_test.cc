@@ -1,0 +1,267 @@
+#include "planner/graph_import.h"
+
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/status_util.h"
+#include "tests/planner/test_graphs.h"
+
+namespace partplan {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+v1::Graph Diamond() {
+  return TestGraph()
+      .Placeholder("x", 10)
+      .Op("a", {"x"}, 20, 20)
+      .Op("b", {"x"}, 30, 30)
+      .Op("c", {"a", "b"}, 40, 40)
+      .Output({"c"})
+      .Build();
+}
+
+TEST(ImportGraphTest, BuildsAdjacencyInGraphOrder) {
+  const v1::Graph proto = Diamond();
+  CancellationToken token;
+  absl::StatusOr<CompactGraph> graph = ImportGraph(proto, InputLimits(), token);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(graph->num_nodes(), 5);
+  EXPECT_EQ(graph->num_op_nodes(), 3);
+  EXPECT_EQ(graph->output_node(), 4);
+  EXPECT_THAT(graph->inputs(3), ElementsAre(1, 2));
+  EXPECT_THAT(graph->users(0), ElementsAre(1, 2));
+  EXPECT_THAT(graph->users(3), ElementsAre(4));
+  EXPECT_EQ(graph->graph_total_bytes(), 10 + 20 + 30 + 40);
+  EXPECT_EQ(graph->num_edges(), 5);
+}
+
+TEST(ImportGraphTest, InputsAreDistinctInFirstUseOrderThroughListsAndKwargs) {
+  v1::Graph proto = TestGraph().Placeholder("x", 1).Placeholder("y", 1).Build();
+  v1::Node* cat = proto.add_nodes();
+  cat->set_name("cat");
+  cat->set_op(v1::CALL_FUNCTION);
+  cat->set_target("torch.cat");
+  // torch.cat([y, [x, y]], dim=1, out=x)
+  cat->add_args()->set_list(2);
+  cat->add_args()->set_node("y");
+  cat->add_args()->set_list(2);
+  cat->add_args()->set_node("x");
+  cat->add_args()->set_node("y");
+  v1::KeywordArgument* dim = cat->add_kwargs();
+  dim->set_name("dim");
+  dim->add_value()->set_int_(1);
+  v1::KeywordArgument* out = cat->add_kwargs();
+  out->set_name("out");
+  out->add_value()->set_node("x");
+  v1::Node* output = proto.add_nodes();
+  output->set_name("output");
+  output->set_op(v1::OUTPUT);
+  output->add_args()->set_node("cat");
+  CancellationToken token;
+  absl::StatusOr<CompactGraph> graph = ImportGraph(proto, InputLimits(), token);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_THAT(graph->inputs(2), ElementsAre(1, 0));
+}
+
+TEST(ImportGraphTest, DerivesSizesFromShapesLikeTorchFx) {
+  v1::Graph proto;
+  v1::Node* x = proto.add_nodes();
+  x->set_name("x");
+  x->set_op(v1::PLACEHOLDER);
+  v1::TensorMeta* x_meta = x->add_outputs();
+  x_meta->add_shape(4);
+  x_meta->add_shape(16);
+  x_meta->set_dtype("torch.float32");
+  v1::Node* fc = proto.add_nodes();
+  fc->set_name("fc");
+  fc->set_op(v1::CALL_MODULE);
+  fc->add_args()->set_node("x");
+  fc->set_parameter_count(272);
+  v1::TensorMeta* fc_meta = fc->add_outputs();
+  fc_meta->add_shape(4);
+  fc_meta->add_shape(16);
+  fc_meta->set_dtype("torch.float16");
+  v1::Node* output = proto.add_nodes();
+  output->set_name("output");
+  output->set_op(v1::OUTPUT);
+  output->add_args()->set_node("fc");
+  CancellationToken token;
+  absl::StatusOr<CompactGraph> graph = ImportGraph(proto, InputLimits(), token);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(graph->output_bytes(0), 4 * 16 * 4);
+  EXPECT_EQ(graph->total_bytes(0), 4 * 16 * 4);
+  // Parameters are counted at the output's element size, as torch.fx does.
+  EXPECT_EQ(graph->output_bytes(1), 4 * 16 * 2);
+  EXPECT_EQ(graph->total_bytes(1), (4 * 16 + 272) * 2);
+}
+
+TEST(ImportGraphTest, StopsWhenCancelled) {
+  const v1::Graph proto = Diamond();
+  CancellationToken token;
+  token.Cancel();
+  EXPECT_EQ(ImportGraph(proto, InputLimits(), token).status().code(),
+            absl::StatusCode::kCancelled);
+}
+
+// One malformed graph: how to break a valid one, and the error expected.
+struct BadGraphCase {
+  std::string name;
+  std::function<void(v1::Graph&)> corrupt;
+  std::string field;
+  std::string message;
+};
+
+class BadGraphTest : public ::testing::TestWithParam<BadGraphCase> {};
+
+TEST_P(BadGraphTest, IsInvalidArgumentNamingTheField) {
+  v1::Graph proto = Diamond();
+  GetParam().corrupt(proto);
+  InputLimits limits;
+  limits.max_nodes = 100;
+  limits.max_values_per_node = 8;
+  CancellationToken token;
+  absl::StatusOr<CompactGraph> graph = ImportGraph(proto, limits, token);
+  ASSERT_FALSE(graph.ok());
+  EXPECT_EQ(graph.status().code(), absl::StatusCode::kInvalidArgument) << graph.status();
+  EXPECT_EQ(InvalidFieldPath(graph.status()).value_or("<none>"), GetParam().field)
+      << graph.status();
+  EXPECT_THAT(std::string(graph.status().message()), HasSubstr(GetParam().message));
+}
+
+v1::Node* NodeAt(v1::Graph& g, int i) { return g.mutable_nodes(i); }
+
+INSTANTIATE_TEST_SUITE_P(
+    AllChecks, BadGraphTest,
+    ::testing::ValuesIn(std::vector<BadGraphCase>{
+        {"Empty", [](v1::Graph& g) { g.clear_nodes(); }, "graph.nodes", "no nodes"},
+        {"TooManyNodes",
+         [](v1::Graph& g) {
+           for (int i = 0; i < 100; ++i) *g.add_nodes() = g.nodes(0);
+         },
+         "graph.nodes", "above the limit of 100 (--max_nodes)"},
+        {"NoName", [](v1::Graph& g) { NodeAt(g, 1)->clear_name(); }, "graph.nodes[1].name",
+         "no name"},
+        {"DuplicateName", [](v1::Graph& g) { NodeAt(g, 2)->set_name("a"); },
+         "graph.nodes[2].name", "duplicate node name 'a' (first used by nodes[1])"},
+        {"NoOp", [](v1::Graph& g) { NodeAt(g, 1)->set_op(v1::OP_UNSPECIFIED); },
+         "graph.nodes[1].op", "no valid op"},
+        {"UnknownOp", [](v1::Graph& g) { NodeAt(g, 1)->set_op(static_cast<v1::Op>(42)); },
+         "graph.nodes[1].op", "no valid op (got 42)"},
+        {"UnknownReference",
+         [](v1::Graph& g) { NodeAt(g, 3)->mutable_args(1)->set_node("nope"); },
+         "graph.nodes[3].args[1]", "unknown node 'nope'"},
+        {"ForwardReference", [](v1::Graph& g) { NodeAt(g, 1)->mutable_args(0)->set_node("c"); },
+         "graph.nodes[1].args[0]", "defined later (nodes[3]); nodes must be in topological order"},
+        {"SelfReference", [](v1::Graph& g) { NodeAt(g, 1)->mutable_args(0)->set_node("a"); },
+         "graph.nodes[1].args[0]", "refers to itself"},
+        {"EmptyValue", [](v1::Graph& g) { NodeAt(g, 1)->add_args(); }, "graph.nodes[1].args[1]",
+         "no kind set"},
+        {"ListMissingElements", [](v1::Graph& g) { NodeAt(g, 1)->add_args()->set_list(3); },
+         "graph.nodes[1].args", "missing 3 of its elements"},
+        {"HugeListLength", [](v1::Graph& g) { NodeAt(g, 1)->add_args()->set_tuple(4000000000u); },
+         "graph.nodes[1].args", "missing 4000000000 of its elements"},
+        {"KwargWithoutName",
+         [](v1::Graph& g) { NodeAt(g, 1)->add_kwargs()->add_value()->set_int_(1); },
+         "graph.nodes[1].kwargs[0].name", "no name"},
+        {"KwargWithoutValue", [](v1::Graph& g) { NodeAt(g, 1)->add_kwargs()->set_name("dim"); },
+         "graph.nodes[1].kwargs[0].value", "has no value"},
+        {"KwargWithTwoValues",
+         [](v1::Graph& g) {
+           v1::KeywordArgument* kwarg = NodeAt(g, 1)->add_kwargs();
+           kwarg->set_name("dim");
+           kwarg->add_value()->set_int_(1);
+           kwarg->add_value()->set_int_(2);
+         },
+         "graph.nodes[1].kwargs[0].value[1]", "exactly one value"},
+        {"DuplicateKwarg",
+         [](v1::Graph& g) {
+           for (int i = 0; i < 2; ++i) {
+             v1::KeywordArgument* kwarg = NodeAt(g, 1)->add_kwargs();
+             kwarg->set_name("dim");
+             kwarg->add_value()->set_int_(1);
+           }
+         },
+         "graph.nodes[1].kwargs[1].name", "duplicate keyword argument 'dim'"},
+        {"TooManyValues",
+         [](v1::Graph& g) {
+           for (int i = 0; i < 8; ++i) NodeAt(g, 1)->add_args()->set_int_(i);
+         },
+         "graph.nodes[1]", "9 argument values, above the limit of 8"},
+        {"NoOutput", [](v1::Graph& g) { g.mutable_nodes()->RemoveLast(); }, "graph.nodes",
+         "no OUTPUT node"},
+        {"NodeAfterOutput",
+         [](v1::Graph& g) {
+           v1::Node* late = g.add_nodes();
+           late->set_name("late");
+           late->set_op(v1::CALL_FUNCTION);
+         },
+         "graph.nodes[5]", "follows the OUTPUT node 'output'"},
+        {"PlaceholderReadingANode",
+         [](v1::Graph& g) {
+           v1::Node* y = g.mutable_nodes()->Add();
+           *y = g.nodes(0);
+           y->set_name("y");
+           y->add_args()->set_node("x");
+           g.mutable_nodes()->SwapElements(4, 5);
+         },
+         "graph.nodes[4].args", "PLACEHOLDER node 'y' must not refer to other nodes"},
+        {"NegativeTotal",
+         [](v1::Graph& g) { NodeAt(g, 2)->mutable_size_bytes()->set_total_bytes(-1); },
+         "graph.nodes[2].size_bytes.total_bytes", "must not be negative"},
+        {"NegativeOutput",
+         [](v1::Graph& g) { NodeAt(g, 2)->mutable_size_bytes()->set_output_bytes(-5); },
+         "graph.nodes[2].size_bytes.output_bytes", "must not be negative"},
+        {"OutputAboveTotal",
+         [](v1::Graph& g) { NodeAt(g, 2)->mutable_size_bytes()->set_output_bytes(31); },
+         "graph.nodes[2].size_bytes", "output_bytes 31 exceed total_bytes 30"},
+        {"TotalOverflow",
+         [](v1::Graph& g) {
+           NodeAt(g, 2)->mutable_size_bytes()->set_total_bytes(
+               std::numeric_limits<int64_t>::max() - 25);
+         },
+         "graph.nodes[2].size_bytes", "overflows 64 bits"},
+        {"NegativeParameters", [](v1::Graph& g) { NodeAt(g, 1)->set_parameter_count(-3); },
+         "graph.nodes[1].parameter_count", "must not be negative"},
+        {"NegativeParameterBytes", [](v1::Graph& g) { NodeAt(g, 1)->set_parameter_bytes(-3); },
+         "graph.nodes[1].parameter_bytes", "must not be negative"},
+        {"NanLatency",
+         [](v1::Graph& g) {
+           NodeAt(g, 1)->mutable_latency()->set_compute_latency_seconds(
+               std::numeric_limits<double>::quiet_NaN());
+         },
+         "graph.nodes[1].latency.compute_latency_seconds", "finite"},
+        {"InfiniteMemoryLatency",
+         [](v1::Graph& g) {
+           NodeAt(g, 1)->mutable_latency()->set_memory_latency_seconds(
+               std::numeric_limits<double>::infinity());
+         },
+         "graph.nodes[1].latency.memory_latency_seconds", "finite"},
+        {"NegativeFlops", [](v1::Graph& g) { NodeAt(g, 1)->set_flops(-1); },
+         "graph.nodes[1].flops", "not negative"},
+        {"NegativeDimension",
+         [](v1::Graph& g) { NodeAt(g, 1)->add_outputs()->add_shape(-2); },
+         "graph.nodes[1].outputs[0].shape[0]", "must not be negative"},
+        {"UnknownDtypeWithoutSizes",
+         [](v1::Graph& g) {
+           NodeAt(g, 1)->clear_size_bytes();
+           NodeAt(g, 1)->add_outputs()->set_dtype("torch.float42");
+         },
+         "graph.nodes[1].outputs[0].dtype", "unknown dtype 'torch.float42'"},
+        {"ShapeOverflow",
+         [](v1::Graph& g) {
+           NodeAt(g, 1)->clear_size_bytes();
+           v1::TensorMeta* meta = NodeAt(g, 1)->add_outputs();
+           meta->set_dtype("torch.float64");
+           for (int i = 0; i < 4; ++i) meta->add_shape(1 << 20);
+         },
+         "graph.nodes[1].outputs[0].shape", "overflows 64 bits"},
+    }),
+    [](const ::testing::TestParamInfo<BadGraphCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace partplan

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages partplan needs, skipping those present.
+#
+#   tools/install_deps.sh            # build and test dependencies
+#   tools/install_deps.sh --python   # plus the Python tooling (torch.fx, grpcio)
+#
+# Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap bazel-platforms g++ python3
+  protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev libgrpc-dev grpc-proto
+  libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+if [[ "${1:-}" == "--python" ]]; then
+  packages+=(python3-torch python3-torchvision python3-grpcio python3-protobuf)
+fi
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed"; then
+    missing+=("$package")
+  fi
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+echo "installing: ${missing[*]}" >&2
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  sudo=(sudo)
+fi
+"${sudo[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+  "${missing[@]}" >/dev/null
