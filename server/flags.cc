@@ -1,0 +1,127 @@
+#include "server/flags.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+namespace {
+
+int DefaultPlannerThreads() {
+  const unsigned int cores = std::thread::hardware_concurrency();
+  return cores == 0 ? 1 : static_cast<int>(cores);
+}
+
+constexpr partplan::InputLimits kDefaultLimits;
+
+}  // namespace
+
+ABSL_FLAG(std::string, host, "0.0.0.0",
+          "Address to listen on for gRPC and metrics (0.0.0.0: every IPv4 interface, which "
+          "Kubernetes probes need).");
+ABSL_FLAG(int32_t, port, 50051, "gRPC port; 0 picks a free port (logged at startup).");
+ABSL_FLAG(int32_t, metrics_port, 9090,
+          "Port of the Prometheus endpoint /metrics; 0 picks a free port, -1 disables it.");
+ABSL_FLAG(int32_t, planner_threads, DefaultPlannerThreads(),
+          "Threads running planners (default: the number of hardware threads).");
+ABSL_FLAG(int32_t, queue_depth, 64,
+          "Calls that may wait for a planner thread; beyond them calls get RESOURCE_EXHAUSTED "
+          "at once.");
+ABSL_FLAG(int32_t, max_receive_message_bytes, 256 << 20,
+          "Largest request accepted, in bytes (positive; never unlimited).");
+ABSL_FLAG(double, drain_deadline_seconds, 20,
+          "On SIGTERM/SIGINT, seconds calls in flight get to finish before they are cancelled.");
+ABSL_FLAG(partplan::LogFormat, log_format, partplan::LogFormat::kText,
+          "Log line format: text or json (one JSON object per line).");
+ABSL_FLAG(int64_t, max_nodes, kDefaultLimits.max_nodes, "Most nodes in one request graph.");
+ABSL_FLAG(int64_t, max_values_per_node, kDefaultLimits.max_values_per_node,
+          "Most flat argument elements (args and kwargs) of one node.");
+ABSL_FLAG(int64_t, max_values, kDefaultLimits.max_values,
+          "Most flat argument elements in one request graph.");
+ABSL_FLAG(int64_t, max_devices, kDefaultLimits.max_devices,
+          "Most devices in one device inventory.");
+
+namespace partplan {
+namespace {
+
+// The flags this file defines (absl records the defining file of each).
+bool IsServerFlagFile(absl::string_view filename) { return filename == __FILE__; }
+
+constexpr char kUsage[] =
+    "Serves partplan.v1.PartitionPlanner over gRPC.\n"
+    "\n"
+    "Every flag below can also be set by the environment variable PARTPLAN_<FLAG> (the flag\n"
+    "name in upper case, e.g. PARTPLAN_PORT=8080, PARTPLAN_LOG_FORMAT=json). A flag given\n"
+    "on the command line wins over its variable, which wins over the default.\n"
+    "\n"
+    "Usage: partplan_server [--port=50051] [--metrics_port=9090] [flags]";
+
+}  // namespace
+
+void ParseServerCommandLine(int argc, char** argv) {
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = IsServerFlagFile;
+  config.contains_helpshort_flags = IsServerFlagFile;
+  config.version_string = [] { return absl::StrCat(kServerVersion, "\n"); };
+  absl::SetFlagsUsageConfig(config);
+  absl::SetProgramUsageMessage(kUsage);
+
+  if (absl::Status status = ApplyEnvironmentOverrides([](const char* name) { return std::getenv(name); }); !status.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
+    std::exit(1);
+  }
+  absl::ParseCommandLine(argc, argv);
+}
+
+absl::Status ApplyEnvironmentOverrides(
+    const std::function<const char*(const char*)>& getenv) {
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (!IsServerFlagFile(flag->Filename())) continue;
+    const std::string variable = absl::StrCat(kFlagEnvironmentPrefix, absl::AsciiStrToUpper(name));
+    const char* value = getenv(variable.c_str());
+    if (value == nullptr) continue;
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable ", variable, "='", value, "': ", error));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
+  ServerOptions options;
+  options.host = absl::GetFlag(FLAGS_host);
+  options.port = absl::GetFlag(FLAGS_port);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.planner_threads = absl::GetFlag(FLAGS_planner_threads);
+  options.queue_depth = absl::GetFlag(FLAGS_queue_depth);
+  options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
+  const double drain_seconds = absl::GetFlag(FLAGS_drain_deadline_seconds);
+  // Also rejects NaN.
+  if (!(drain_seconds >= 0 && drain_seconds <= 24 * 3600)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--drain_deadline_seconds must be in [0, 86400], got ", drain_seconds));
+  }
+  options.drain_deadline = absl::Seconds(drain_seconds);
+  options.limits.max_nodes = absl::GetFlag(FLAGS_max_nodes);
+  options.limits.max_values_per_node = absl::GetFlag(FLAGS_max_values_per_node);
+  options.limits.max_values = absl::GetFlag(FLAGS_max_values);
+  options.limits.max_devices = absl::GetFlag(FLAGS_max_devices);
+  if (absl::Status status = ValidateServerOptions(options); !status.ok()) return status;
+  return options;
+}
+
+LogFormat LogFormatFromFlags() { return absl::GetFlag(FLAGS_log_format); }
+
+}  // namespace partplan

@@ -1,0 +1,195 @@
+#include "server/planner_service.h"
+
+#include <chrono>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "server/logging.h"
+#include "server/status_conversion.h"
+
+namespace partplan {
+namespace {
+
+// The call's deadline, InfiniteFuture when the client set none.
+absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
+  const std::chrono::system_clock::time_point deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+// The x-request-id metadata, empty when absent.
+std::string RequestIdOf(const grpc::CallbackServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("x-request-id");
+  if (it == metadata.end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
+// Every request has a graph; most, but not all, a device inventory.
+template <typename Request, typename = void>
+struct HasDeviceInventory : std::false_type {};
+template <typename Request>
+struct HasDeviceInventory<Request, std::void_t<decltype(std::declval<const Request&>().devices())>>
+    : std::true_type {};
+
+template <typename Request>
+int DeviceCount(const Request& request) {
+  if constexpr (HasDeviceInventory<Request>::value) {
+    return request.devices().devices_size();
+  } else {
+    return 0;
+  }
+}
+
+// One call from its handler to Finish: the planner's cancellation token, and
+// what the metrics and the log line need. Deletes itself when gRPC is done
+// with the call.
+class PlannerCall final : public grpc::ServerUnaryReactor {
+ public:
+  PlannerCall(PlannerRpc rpc, const grpc::CallbackServerContext& context, int nodes,
+              int devices, const ServerMetrics& metrics)
+      : rpc_(rpc),
+        metrics_(metrics),
+        token_(DeadlineOf(context)),
+        start_(absl::Now()),
+        nodes_(nodes),
+        devices_(devices),
+        request_id_(RequestIdOf(context)) {
+    metrics_.rpc(rpc_).started->Increment();
+    metrics_.graph_nodes().Observe(nodes_);
+  }
+
+  const CancellationToken& token() const { return token_; }
+
+  // Records the outcome in metrics and the log, then finishes the call; the
+  // call may be deleted as soon as this returns.
+  void Complete(const absl::Status& status) {
+    const grpc::Status grpc_status = ToGrpcStatus(status);
+    const absl::Duration duration = absl::Now() - start_;
+    metrics_.handled(rpc_, grpc_status.error_code()).Increment();
+    metrics_.rpc(rpc_).handling_seconds->Observe(absl::ToDoubleSeconds(duration));
+    Log(status, duration);
+    Finish(grpc_status);
+  }
+
+  // The client went away, the deadline passed, or the draining server gave
+  // up on the call: stop the planner.
+  void OnCancel() override { token_.Cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  void Log(const absl::Status& status, absl::Duration duration) const {
+    std::vector<LogField> fields = {
+        {"method", RpcName(rpc_)},
+        {"nodes", nodes_},
+        {"devices", devices_},
+        {"code", absl::StatusCodeToString(status.code())},
+        {"duration_ms", absl::ToDoubleMilliseconds(duration)},
+    };
+    if (!request_id_.empty()) fields.emplace_back("request_id", request_id_);
+    if (!status.ok()) fields.emplace_back("error", status.message());
+    LogInfo("rpc", fields);
+  }
+
+  const PlannerRpc rpc_;
+  const ServerMetrics& metrics_;
+  CancellationToken token_;
+  const absl::Time start_;
+  const int nodes_;
+  const int devices_;
+  const std::string request_id_;
+};
+
+}  // namespace
+
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
+                                                 BackendMethod<Request, Response> plan,
+                                                 grpc::CallbackServerContext* context,
+                                                 const Request* request, Response* response) {
+  auto* call = new PlannerCall(rpc, *context, request->graph().nodes_size(),
+                               DeviceCount(*request), metrics_);
+  // gRPC keeps `request` and `response` alive until the call is finished.
+  auto run = [this, rpc, plan, call, request, response] {
+    metrics_.queue_depth().Decrement();
+    // A call cancelled or expired while it waited is not worth planning.
+    if (absl::Status status = call->token().Check(); !status.ok()) {
+      call->Complete(status);
+      return;
+    }
+    metrics_.in_flight().Increment();
+    const absl::Time start = absl::Now();
+    absl::StatusOr<Response> result = (backend_.*plan)(*request, call->token());
+    metrics_.rpc(rpc).planner_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+    metrics_.in_flight().Decrement();
+    if (result.ok()) *response = *std::move(result);
+    call->Complete(result.status());
+  };
+
+  metrics_.queue_depth().Increment();
+  const BoundedThreadPool::ScheduleResult scheduled = pool_.TrySchedule(std::move(run));
+  if (scheduled != BoundedThreadPool::ScheduleResult::kScheduled) {
+    metrics_.queue_depth().Decrement();
+    if (scheduled == BoundedThreadPool::ScheduleResult::kQueueFull) {
+      metrics_.rejected(RejectionReason::kQueueFull).Increment();
+      call->Complete(absl::ResourceExhaustedError(
+          "all planner threads are busy and the queue is full; retry with backoff"));
+    } else {
+      metrics_.rejected(RejectionReason::kShuttingDown).Increment();
+      call->Complete(absl::UnavailableError("the server is shutting down"));
+    }
+  }
+  return call;
+}
+
+grpc::ServerUnaryReactor* PlannerService::PartitionGraph(grpc::CallbackServerContext* context,
+                                                         const v1::PartitionGraphRequest* request,
+                                                         v1::PartitionGraphResponse* response) {
+  return Handle(PlannerRpc::kPartitionGraph, &PlannerBackend::PartitionGraph, context, request,
+                response);
+}
+
+grpc::ServerUnaryReactor* PlannerService::SplitGraph(grpc::CallbackServerContext* context,
+                                                     const v1::SplitGraphRequest* request,
+                                                     v1::SplitGraphResponse* response) {
+  return Handle(PlannerRpc::kSplitGraph, &PlannerBackend::SplitGraph, context, request, response);
+}
+
+grpc::ServerUnaryReactor* PlannerService::ShardGraph(grpc::CallbackServerContext* context,
+                                                     const v1::ShardGraphRequest* request,
+                                                     v1::ShardGraphResponse* response) {
+  return Handle(PlannerRpc::kShardGraph, &PlannerBackend::ShardGraph, context, request, response);
+}
+
+grpc::ServerUnaryReactor* PlannerService::BuildPipelineGraph(
+    grpc::CallbackServerContext* context, const v1::BuildPipelineGraphRequest* request,
+    v1::BuildPipelineGraphResponse* response) {
+  return Handle(PlannerRpc::kBuildPipelineGraph, &PlannerBackend::BuildPipelineGraph, context,
+                request, response);
+}
+
+grpc::ServerUnaryReactor* PlannerService::PlanDataParallel(
+    grpc::CallbackServerContext* context, const v1::PlanDataParallelRequest* request,
+    v1::PlanDataParallelResponse* response) {
+  return Handle(PlannerRpc::kPlanDataParallel, &PlannerBackend::PlanDataParallel, context,
+                request, response);
+}
+
+grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* context,
+                                               const v1::PlanRequest* request,
+                                               v1::PlanResponse* response) {
+  return Handle(PlannerRpc::kPlan, &PlannerBackend::Plan, context, request, response);
+}
+
+grpc::ServerUnaryReactor* PlannerService::Validate(grpc::CallbackServerContext* context,
+                                                   const v1::ValidateRequest* request,
+                                                   v1::ValidateResponse* response) {
+  return Handle(PlannerRpc::kValidate, &PlannerBackend::Validate, context, request, response);
+}
+
+}  // namespace partplan

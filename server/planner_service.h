@@ -1,0 +1,79 @@
+// PlannerService: partplan.v1.PartitionPlanner on gRPC's callback API.
+//
+// A handler does no work on gRPC's threads: it creates the call's
+// cancellation token (with the call's deadline), queues the planning on the
+// bounded planner pool and returns a reactor. A planner thread runs the
+// backend and finishes the call. So:
+//   - a full pool answers RESOURCE_EXHAUSTED at once, without planning;
+//   - a client that cancels, a deadline that passes, or a server drain that
+//     runs out of time (gRPC then cancels the calls left) fires the token,
+//     and the planner stops;
+//   - every call is counted in ServerMetrics and logged in one line with its
+//     method, graph size, status code, duration and x-request-id.
+//
+//   partplan::PlannerService service(*backend, pool, metrics);
+//   grpc::ServerBuilder builder;
+//   builder.RegisterService(&service);   // service must outlive the server
+#ifndef PARTPLAN_SERVER_PLANNER_SERVICE_H_
+#define PARTPLAN_SERVER_PLANNER_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "partplan/v1/planner_service.grpc.pb.h"
+#include "planner/cancellation.h"
+#include "server/bounded_thread_pool.h"
+#include "server/metrics.h"
+#include "server/planner_backend.h"
+#include "server/planner_rpc.h"
+
+namespace partplan {
+
+class PlannerService final : public v1::PartitionPlanner::CallbackService {
+ public:
+  // All three must outlive the service.
+  PlannerService(PlannerBackend& backend, BoundedThreadPool& pool, const ServerMetrics& metrics)
+      : backend_(backend), pool_(pool), metrics_(metrics) {}
+
+  grpc::ServerUnaryReactor* PartitionGraph(grpc::CallbackServerContext* context,
+                                           const v1::PartitionGraphRequest* request,
+                                           v1::PartitionGraphResponse* response) override;
+  grpc::ServerUnaryReactor* SplitGraph(grpc::CallbackServerContext* context,
+                                       const v1::SplitGraphRequest* request,
+                                       v1::SplitGraphResponse* response) override;
+  grpc::ServerUnaryReactor* ShardGraph(grpc::CallbackServerContext* context,
+                                       const v1::ShardGraphRequest* request,
+                                       v1::ShardGraphResponse* response) override;
+  grpc::ServerUnaryReactor* BuildPipelineGraph(grpc::CallbackServerContext* context,
+                                               const v1::BuildPipelineGraphRequest* request,
+                                               v1::BuildPipelineGraphResponse* response) override;
+  grpc::ServerUnaryReactor* PlanDataParallel(grpc::CallbackServerContext* context,
+                                             const v1::PlanDataParallelRequest* request,
+                                             v1::PlanDataParallelResponse* response) override;
+  grpc::ServerUnaryReactor* Plan(grpc::CallbackServerContext* context,
+                                 const v1::PlanRequest* request,
+                                 v1::PlanResponse* response) override;
+  grpc::ServerUnaryReactor* Validate(grpc::CallbackServerContext* context,
+                                     const v1::ValidateRequest* request,
+                                     v1::ValidateResponse* response) override;
+
+ private:
+  // A PlannerBackend method, e.g. &PlannerBackend::Validate.
+  template <typename Request, typename Response>
+  using BackendMethod = absl::StatusOr<Response> (PlannerBackend::*)(const Request&,
+                                                                     const CancellationToken&);
+
+  // The one handler behind every RPC above.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Handle(PlannerRpc rpc, BackendMethod<Request, Response> plan,
+                                   grpc::CallbackServerContext* context, const Request* request,
+                                   Response* response);
+
+  PlannerBackend& backend_;
+  BoundedThreadPool& pool_;
+  const ServerMetrics& metrics_;
+};
+
+}  // namespace partplan
+
+#endif  // PARTPLAN_SERVER_PLANNER_SERVICE_H_

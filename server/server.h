@@ -1,0 +1,116 @@
+// PlannerServer: partplan_server's gRPC server, metrics endpoint and planner
+// pool, runnable in-process (tests) as well as from main.
+//
+//   partplan::ServerOptions options;
+//   options.port = 0;           // any free port
+//   options.metrics_port = -1;  // no metrics endpoint
+//   absl::StatusOr<std::unique_ptr<partplan::PlannerServer>> server =
+//       partplan::PlannerServer::Start(options);
+//   // ... dial 127.0.0.1:(*server)->port() ...
+//   (*server)->Shutdown();      // drains; also done by the destructor
+//
+// It serves partplan.v1.PartitionPlanner, gRPC health (service "" and
+// "readiness") and server reflection (v1alpha).
+#ifndef PARTPLAN_SERVER_SERVER_H_
+#define PARTPLAN_SERVER_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "planner/limits.h"
+#include "server/bounded_thread_pool.h"
+#include "server/metrics.h"
+#include "server/planner_backend.h"
+#include "server/planner_service.h"
+
+namespace partplan {
+
+// The health-check service name that is SERVING only while the server takes
+// work: from the end of Start() until Shutdown() begins. Kubernetes probes
+// ask for it (`grpc: {port: 50051, service: readiness}`).
+inline constexpr char kReadinessServiceName[] = "readiness";
+
+struct ServerOptions {
+  // Address to listen on for gRPC (and metrics); 0.0.0.0 for every IPv4
+  // interface, as Kubernetes probes require.
+  std::string host = "0.0.0.0";
+  // gRPC port; 0 picks a free one (see PlannerServer::port()).
+  int port = 50051;
+  // Prometheus /metrics port; 0 picks a free one, negative disables it.
+  int metrics_port = 9090;
+  // Threads running planners; calls beyond them wait in a queue.
+  int planner_threads = 4;
+  // Calls that may wait for a planner thread before RESOURCE_EXHAUSTED.
+  int queue_depth = 64;
+  // Largest request accepted, in bytes.
+  int max_receive_message_bytes = 256 << 20;
+  // How long Shutdown() lets calls in flight finish before cancelling them.
+  absl::Duration drain_deadline = absl::Seconds(20);
+  // Input limits of the library backend (ignored with an injected backend).
+  InputLimits limits;
+};
+
+// OK, or INVALID_ARGUMENT naming the first option out of range.
+absl::Status ValidateServerOptions(const ServerOptions& options);
+
+class PlannerServer {
+ public:
+  // Starts serving with `backend`, or the planner library when it is null.
+  // Fails when an option is invalid or a port cannot be bound.
+  static absl::StatusOr<std::unique_ptr<PlannerServer>> Start(
+      const ServerOptions& options, std::unique_ptr<PlannerBackend> backend = nullptr);
+
+  // Shutdown().
+  ~PlannerServer();
+
+  PlannerServer(const PlannerServer&) = delete;
+  PlannerServer& operator=(const PlannerServer&) = delete;
+
+  // The bound gRPC port.
+  int port() const { return port_; }
+  // The bound metrics port, or -1 when metrics are disabled.
+  int metrics_port() const { return metrics_port_; }
+
+  // Drains and stops: readiness (and "") turn NOT_SERVING, new calls are
+  // refused, calls in flight get up to drain_deadline to finish and are then
+  // cancelled (which fires their tokens), and the planner pool is joined.
+  // Thread-safe; later calls wait for the first to complete. Never call it
+  // from a signal handler.
+  void Shutdown();
+
+  // Blocks until Shutdown() has completed.
+  void Wait();
+
+ private:
+  PlannerServer(const ServerOptions& options, std::unique_ptr<PlannerBackend> backend);
+
+  const ServerOptions options_;
+  const std::unique_ptr<PlannerBackend> backend_;
+  const std::shared_ptr<prometheus::Registry> registry_;
+  ServerMetrics metrics_;
+  BoundedThreadPool pool_;
+  PlannerService service_;
+  // Declared after what they use, so destroyed before it.
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+  int metrics_port_ = -1;
+
+  absl::Mutex shutdown_mu_;
+  bool shutdown_started_ ABSL_GUARDED_BY(shutdown_mu_) = false;
+  absl::Notification shutdown_done_;
+};
+
+}  // namespace partplan
+
+#endif  // PARTPLAN_SERVER_SERVER_H_
