@@ -65,8 +65,9 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   }
   number = absl::StripTrailingAsciiWhitespace(number);
   double value = 0;
-  // SimpleAtod would accept "inf" and "nan"; sizes are plain numbers.
-  if (number.empty() || !absl::ascii_isdigit(number.back()) ||
+  // SimpleAtod also takes "inf", "nan" and hex ("0x10"); sizes are decimal.
+  if (number.empty() ||
+      number.find_first_not_of("0123456789.eE+-") != absl::string_view::npos ||
       !absl::SimpleAtod(number, &value) || !std::isfinite(value) || value < 0) {
     return NotAByteSize(text);
   }

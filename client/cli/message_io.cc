@@ -1,14 +1,14 @@
 #include "client/cli/message_io.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -48,6 +48,24 @@ absl::Status ReadError(absl::string_view path, int error_number) {
   }
 }
 
+// The whole of the file at `path`. stdio rather than iostreams because it
+// reports why a read failed (errno), e.g. EISDIR for a directory, which an
+// ifstream opens without complaint.
+absl::StatusOr<std::string> ReadFile(absl::string_view path) {
+  std::FILE* file = std::fopen(std::string(path).c_str(), "rb");
+  if (file == nullptr) return ReadError(path, errno);
+  std::string contents;
+  char chunk[1 << 16];
+  size_t read;
+  while ((read = std::fread(chunk, 1, sizeof(chunk), file)) > 0) {
+    contents.append(chunk, read);
+  }
+  const int read_errno = std::ferror(file) ? errno : 0;
+  std::fclose(file);
+  if (read_errno != 0) return ReadError(path, read_errno);
+  return contents;
+}
+
 }  // namespace
 
 std::unique_ptr<google::protobuf::Message> NewMessage(
@@ -65,20 +83,15 @@ absl::Status ReadMessageFile(absl::string_view path,
     return absl::InvalidArgumentError(
         "no file given (use a path, or '-' for stdin)");
   }
-  std::string contents;
   if (path == "-") {
-    contents.assign(std::istreambuf_iterator<char>(standard_input),
-                    std::istreambuf_iterator<char>());
+    const std::string contents(std::istreambuf_iterator<char>(standard_input),
+                               {});
     if (standard_input.bad()) return ReadError("<stdin>", errno);
     return ParseMessage(contents, "<stdin>", message);
   }
-  std::ifstream file{std::string(path), std::ios::binary};
-  if (!file) return ReadError(path, errno);
-  std::ostringstream buffer;
-  buffer << file.rdbuf();
-  // Reading a directory "opens" fine and fails here, with errno EISDIR.
-  if (file.bad() || (file.fail() && !file.eof())) return ReadError(path, errno);
-  return ParseMessage(buffer.str(), path, message);
+  absl::StatusOr<std::string> file_contents = ReadFile(path);
+  if (!file_contents.ok()) return file_contents.status();
+  return ParseMessage(*file_contents, path, message);
 }
 
 absl::Status ParseMessage(absl::string_view contents,
