@@ -60,6 +60,8 @@ absl::StatusOr<DeviceList> ImportDevices(const v1::DeviceInventory& inventory,
     }
     result.devices_.push_back(
         DeviceSpec{device.name(), device.available_memory_bytes(), device.logical_id()});
+    result.compute_flops_.push_back(device.compute_flops_per_second());
+    result.memory_bandwidth_.push_back(device.memory_bandwidth_bytes_per_second());
   }
   if (!IsFiniteNonNegative(inventory.transfer_rate_bytes_per_second())) {
     return InvalidFieldError(absl::StrCat(field, ".transfer_rate_bytes_per_second"),
@@ -84,6 +86,14 @@ absl::StatusOr<DeviceList> ImportDevices(const v1::DeviceInventory& inventory,
         link.bandwidth_bytes_per_second() <= 0) {
       return InvalidFieldError(absl::StrCat(at, ".bandwidth_bytes_per_second"),
                                "must be finite and positive");
+    }
+    if (!result.link_bandwidth_
+             .try_emplace(DeviceList::LinkKey(link.logical_id_a(), link.logical_id_b()),
+                          link.bandwidth_bytes_per_second())
+             .second) {
+      return InvalidFieldError(at, absl::StrCat("a second link between devices ",
+                                                link.logical_id_a(), " and ",
+                                                link.logical_id_b()));
     }
   }
 

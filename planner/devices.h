@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -42,14 +43,32 @@ class DeviceList {
     auto it = index_of_logical_id_.find(logical_id);
     return it == index_of_logical_id_.end() ? -1 : it->second;
   }
-  // Bytes/s between devices; 0 means transfers cost nothing.
+  // Bytes/s between devices without a link of their own; 0 means transfers
+  // cost nothing.
   double transfer_rate_bytes_per_second() const { return transfer_rate_; }
+  // Bytes/s from one device to another: their link's bandwidth if the
+  // inventory has one, else the transfer rate.
+  double BandwidthBetween(int32_t logical_id_a, int32_t logical_id_b) const {
+    auto it = link_bandwidth_.find(LinkKey(logical_id_a, logical_id_b));
+    return it == link_bandwidth_.end() ? transfer_rate_ : it->second;
+  }
+  // Throughputs of device `i` (0 when not given).
+  double compute_flops_per_second(int i) const { return compute_flops_[i]; }
+  double memory_bandwidth_bytes_per_second(int i) const { return memory_bandwidth_[i]; }
 
  private:
   friend absl::StatusOr<DeviceList> ImportDevices(const v1::DeviceInventory&,
                                                   const InputLimits&, absl::string_view);
+  static uint64_t LinkKey(int32_t a, int32_t b) {
+    if (a > b) std::swap(a, b);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+
   std::vector<DeviceSpec> devices_;
+  std::vector<double> compute_flops_;
+  std::vector<double> memory_bandwidth_;
   absl::flat_hash_map<int32_t, int> index_of_logical_id_;
+  absl::flat_hash_map<uint64_t, double> link_bandwidth_;
   double transfer_rate_ = 0;
 };
 

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "planner/device_mapping.h"
+#include "planner/latency.h"
 #include "planner/module_split.h"
 #include "planner/partition.h"
 #include "planner/size_based_partitioner.h"
@@ -59,7 +60,8 @@ void AddNames(const CompactGraph& graph, const std::vector<NodeId>& ids,
 
 v1::PartitionPlan ToProto(const CompactGraph& graph, const DeviceList& devices,
                           const PartitionSet& set, const std::vector<DeviceLoad>& loads,
-                          const ModuleSplit& split, absl::string_view planner) {
+                          const ModuleSplit& split, const PlanLatency& latency,
+                          absl::string_view planner) {
   v1::PartitionPlan plan;
   plan.mutable_assignments()->Reserve(graph.num_op_nodes());
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
@@ -87,6 +89,7 @@ v1::PartitionPlan ToProto(const CompactGraph& graph, const DeviceList& devices,
       }
     }
     out->set_memory_bytes(partition.memory_bytes);
+    out->set_latency_seconds(latency.partition_seconds[p]);
     *out->mutable_logical_device_ids() = {partition.logical_device_ids.begin(),
                                           partition.logical_device_ids.end()};
     *out->mutable_parents() = {partition.parents.begin(), partition.parents.end()};
@@ -125,6 +128,7 @@ v1::PartitionPlan ToProto(const CompactGraph& graph, const DeviceList& devices,
   summary->set_graph_total_bytes(graph.graph_total_bytes());
   summary->set_max_partition_bytes(max_bytes);
   summary->set_cross_partition_bytes(cross_bytes);
+  summary->set_critical_path_latency_seconds(latency.critical_path_seconds);
   return plan;
 }
 
@@ -175,7 +179,9 @@ absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
   PARTPLAN_ASSIGN_OR_RETURN(
       ModuleSplit split,
       SplitModule(graph, set.partition_of, /*keep_original_order=*/false, "config", token));
-  return ToProto(graph, devices, set, loads, split, planner);
+  PARTPLAN_ASSIGN_OR_RETURN(const PlanLatency latency,
+                            EstimatePlanLatency(graph, devices, set, token));
+  return ToProto(graph, devices, set, loads, split, latency, planner);
 }
 
 }  // namespace partplan

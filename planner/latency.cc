@@ -1,0 +1,115 @@
+#include "planner/latency.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "planner/status_util.h"
+
+namespace partplan {
+namespace {
+
+uint64_t PairKey(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
+
+// max(compute, memory) seconds of v on device index `device` (-1: none).
+double NodeSeconds(const CompactGraph& graph, const DeviceList& devices, NodeId v,
+                   int device) {
+  const v1::Node& node = graph.source().nodes(v);
+  if (node.has_latency()) {
+    return std::max(node.latency().compute_latency_seconds(),
+                    node.latency().memory_latency_seconds());
+  }
+  if (device < 0) return 0;
+  double compute = 0;
+  const double flops_per_second = devices.compute_flops_per_second(device);
+  if (flops_per_second > 0) compute = node.flops() / flops_per_second;
+  double memory = 0;
+  const double bandwidth = devices.memory_bandwidth_bytes_per_second(device);
+  if (bandwidth > 0) {
+    double bytes = static_cast<double>(graph.total_bytes(v));
+    for (NodeId u : graph.inputs(v)) bytes += static_cast<double>(graph.output_bytes(u));
+    memory = bytes / bandwidth;
+  }
+  return std::max(compute, memory);
+}
+
+}  // namespace
+
+absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
+                                                const DeviceList& devices,
+                                                const PartitionSet& set,
+                                                const CancellationToken& token) {
+  const int32_t num_partitions = static_cast<int32_t>(set.partitions.size());
+  std::vector<int> device_of(num_partitions, -1);
+  for (int32_t p = 0; p < num_partitions; ++p) {
+    if (!set.partitions[p].logical_device_ids.empty()) {
+      device_of[p] = devices.IndexOf(set.partitions[p].logical_device_ids.front());
+    }
+  }
+
+  // Longest path ending at each call_* node within its partition; node ids
+  // are a topological order, so one forward pass suffices.
+  PlanLatency result;
+  result.partition_seconds.assign(num_partitions, 0.0);
+  std::vector<double> path_seconds(graph.num_nodes(), 0.0);
+  // Bytes each child reads from each parent (each value once per child).
+  absl::flat_hash_map<uint64_t, double> edge_bytes;
+  absl::flat_hash_set<uint64_t> counted;  // (child, value)
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(v));
+    const int32_t p = set.partition_of[v];
+    if (p < 0) continue;
+    double before = 0;
+    for (NodeId u : graph.inputs(v)) {
+      const int32_t q = set.partition_of[u];
+      if (q == p) {
+        before = std::max(before, path_seconds[u]);
+      } else if (q >= 0 && counted.insert(PairKey(p, u)).second) {
+        edge_bytes[PairKey(q, p)] += static_cast<double>(graph.output_bytes(u));
+      }
+    }
+    path_seconds[v] = before + NodeSeconds(graph, devices, v, device_of[p]);
+    result.partition_seconds[p] = std::max(result.partition_seconds[p], path_seconds[v]);
+  }
+
+  // Longest path through the partition DAG, in Kahn order.
+  std::vector<int32_t> waiting(num_partitions);
+  std::vector<int32_t> ready;
+  std::vector<double> finish(num_partitions, 0.0);
+  for (int32_t p = 0; p < num_partitions; ++p) {
+    waiting[p] = static_cast<int32_t>(set.partitions[p].parents.size());
+    if (waiting[p] == 0) ready.push_back(p);
+  }
+  int32_t done = 0;
+  while (!ready.empty()) {
+    const int32_t p = ready.back();
+    ready.pop_back();
+    ++done;
+    finish[p] += result.partition_seconds[p];
+    result.critical_path_seconds = std::max(result.critical_path_seconds, finish[p]);
+    const Partition& parent = set.partitions[p];
+    for (int32_t c : parent.children) {
+      const Partition& child = set.partitions[c];
+      double transfer = 0;
+      const bool same_devices = !parent.logical_device_ids.empty() &&
+                                parent.logical_device_ids == child.logical_device_ids;
+      if (!same_devices && !parent.logical_device_ids.empty() &&
+          !child.logical_device_ids.empty()) {
+        const double bandwidth = devices.BandwidthBetween(parent.logical_device_ids.front(),
+                                                          child.logical_device_ids.front());
+        if (bandwidth > 0) transfer = edge_bytes[PairKey(p, c)] / bandwidth;
+      } else if (!same_devices && devices.transfer_rate_bytes_per_second() > 0) {
+        transfer = edge_bytes[PairKey(p, c)] / devices.transfer_rate_bytes_per_second();
+      }
+      finish[c] = std::max(finish[c], finish[p] + transfer);
+      if (--waiting[c] == 0) ready.push_back(c);
+    }
+  }
+  if (done != num_partitions) {
+    return absl::InvalidArgumentError("the partitions depend on each other in a cycle");
+  }
+  return result;
+}
+
+}  // namespace partplan

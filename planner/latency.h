@@ -1,0 +1,46 @@
+// EstimatePlanLatency: torch.fx's latency model of a partitioned graph, in
+// linear time.
+//
+// A node's latency is its own (Node.latency) or, when absent, derived on
+// its partition's first device: compute = FLOPs / the device's FLOP/s, and
+// memory = (its total bytes + its inputs' output bytes) / the device's
+// memory bandwidth (each 0 when the figure is missing). A node costs
+// max(compute, memory). A partition's latency is its longest path of
+// call_* nodes; the graph's is the longest path through the partition DAG,
+// adding for each edge the bytes the child reads from the parent (each
+// value once) over the bandwidth between their devices, and nothing when
+// both run on the same devices or the bandwidth is 0 (free transfers).
+//
+// torch.fx enumerates every path (exponential on residual graphs, with
+// recursion as deep as the graph); this is one pass in topological order.
+//
+//   PARTPLAN_ASSIGN_OR_RETURN(PlanLatency latency,
+//                             EstimatePlanLatency(graph, devices, set, token));
+#ifndef PARTPLAN_PLANNER_LATENCY_H_
+#define PARTPLAN_PLANNER_LATENCY_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "planner/cancellation.h"
+#include "planner/devices.h"
+#include "planner/graph.h"
+#include "planner/partition.h"
+
+namespace partplan {
+
+struct PlanLatency {
+  // Longest internal path of each partition, in seconds.
+  std::vector<double> partition_seconds;
+  // Longest path through the partition DAG with transfers, in seconds.
+  double critical_path_seconds = 0;
+};
+
+absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
+                                                const DeviceList& devices,
+                                                const PartitionSet& set,
+                                                const CancellationToken& token);
+
+}  // namespace partplan
+
+#endif  // PARTPLAN_PLANNER_LATENCY_H_

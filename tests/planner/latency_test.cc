@@ -1,0 +1,146 @@
+#include "planner/latency.h"
+
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/devices.h"
+#include "planner/graph_import.h"
+#include "planner/partition.h"
+#include "tests/planner/test_graphs.h"
+
+namespace partplan {
+namespace {
+
+using ::testing::DoubleEq;
+using ::testing::ElementsAre;
+
+void SetLatency(v1::Node* node, double compute, double memory) {
+  node->mutable_latency()->set_compute_latency_seconds(compute);
+  node->mutable_latency()->set_memory_latency_seconds(memory);
+}
+
+// Builds a PartitionSet from a partition per call_* node and device ids.
+PartitionSet MakeSet(const CompactGraph& graph, const std::vector<int32_t>& partition_of,
+                     const std::vector<std::vector<int32_t>>& devices_of_partition) {
+  PartitionSet set;
+  set.partition_of = partition_of;
+  set.partitions.resize(devices_of_partition.size());
+  for (size_t p = 0; p < devices_of_partition.size(); ++p) {
+    set.partitions[p].logical_device_ids = devices_of_partition[p];
+  }
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    if (partition_of[v] >= 0) set.partitions[partition_of[v]].nodes.push_back(v);
+  }
+  LinkPartitions(graph, &set);
+  return set;
+}
+
+class LatencyTest : public ::testing::Test {
+ protected:
+  // x -> a -> b -> d, a -> c -> d (a diamond), d -> output. Latencies:
+  // a 1 (compute), b 2 (memory), c 5, d 1; outputs 100 bytes.
+  void SetUp() override {
+    proto_ = TestGraph()
+                 .Placeholder("x", 100)
+                 .Op("a", {"x"}, 100, 100)
+                 .Op("b", {"a"}, 100, 100)
+                 .Op("c", {"a"}, 100, 100)
+                 .Op("d", {"b", "c"}, 100, 100)
+                 .Output({"d"})
+                 .Build();
+    SetLatency(proto_.mutable_nodes(1), 1, 0.5);
+    SetLatency(proto_.mutable_nodes(2), 0.1, 2);
+    SetLatency(proto_.mutable_nodes(3), 5, 0);
+    SetLatency(proto_.mutable_nodes(4), 1, 1);
+    graph_.emplace(*ImportGraph(proto_, InputLimits(), token_));
+  }
+
+  DeviceList Devices(double transfer_rate) {
+    v1::DeviceInventory inventory = TestDevices({1000, 1000, 1000});
+    inventory.set_transfer_rate_bytes_per_second(transfer_rate);
+    v1::Link* link = inventory.add_links();
+    link->set_logical_id_a(2);
+    link->set_logical_id_b(0);
+    link->set_bandwidth_bytes_per_second(1000);
+    return *ImportDevices(inventory, InputLimits());
+  }
+
+  CancellationToken token_;
+  v1::Graph proto_;
+  absl::optional<CompactGraph> graph_;
+};
+
+TEST_F(LatencyTest, OnePartitionTakesItsLongestPath) {
+  PartitionSet set = MakeSet(*graph_, {-1, 0, 0, 0, 0, -1}, {{0}});
+  absl::StatusOr<PlanLatency> latency = EstimatePlanLatency(*graph_, Devices(100), set, token_);
+  ASSERT_TRUE(latency.ok()) << latency.status();
+  // a (1) -> c (5) -> d (1).
+  EXPECT_THAT(latency->partition_seconds, ElementsAre(DoubleEq(7)));
+  EXPECT_DOUBLE_EQ(latency->critical_path_seconds, 7);
+}
+
+TEST_F(LatencyTest, CriticalPathAddsTransfersOverTheRateOrTheLink) {
+  // p0 = {a} on dev0, p1 = {b} on dev1, p2 = {c, d} on dev2.
+  PartitionSet set = MakeSet(*graph_, {-1, 0, 1, 2, 2, -1}, {{0}, {1}, {2}});
+  absl::StatusOr<PlanLatency> latency = EstimatePlanLatency(*graph_, Devices(100), set, token_);
+  ASSERT_TRUE(latency.ok()) << latency.status();
+  EXPECT_THAT(latency->partition_seconds, ElementsAre(DoubleEq(1), DoubleEq(2), DoubleEq(6)));
+  // Paths: p0 (1) + a over the dev0-dev2 link (100 B / 1000 B/s) + p2 (6)
+  // = 7.1; p0 + 1 s (100 B / 100 B/s) + p1 (2) + 1 s + p2 (6) = 11.
+  EXPECT_DOUBLE_EQ(latency->critical_path_seconds, 11);
+}
+
+TEST_F(LatencyTest, ZeroTransferRateMeansFreeTransfers) {
+  PartitionSet set = MakeSet(*graph_, {-1, 0, 1, 2, 2, -1}, {{0}, {1}, {2}});
+  absl::StatusOr<PlanLatency> latency = EstimatePlanLatency(*graph_, Devices(0), set, token_);
+  ASSERT_TRUE(latency.ok()) << latency.status();
+  // p0 -> p1 -> p2 = 1 + 2 + 6, and the link still costs 0.1 on p0 -> p2.
+  EXPECT_DOUBLE_EQ(latency->critical_path_seconds, 9);
+}
+
+TEST_F(LatencyTest, PartitionsOnTheSameDevicesTransferForFree) {
+  PartitionSet set = MakeSet(*graph_, {-1, 0, 1, 2, 2, -1}, {{0}, {0}, {0}});
+  absl::StatusOr<PlanLatency> latency = EstimatePlanLatency(*graph_, Devices(1), set, token_);
+  ASSERT_TRUE(latency.ok()) << latency.status();
+  EXPECT_DOUBLE_EQ(latency->critical_path_seconds, 9);
+}
+
+TEST_F(LatencyTest, DerivesMissingLatenciesFromDeviceThroughput) {
+  v1::Graph proto = TestGraph().Placeholder("x", 100).Op("a", {"x"}, 300, 100).Output({"a"}).Build();
+  proto.mutable_nodes(1)->set_flops(4000);
+  CompactGraph graph = *ImportGraph(proto, InputLimits(), token_);
+  v1::DeviceInventory inventory = TestDevices({1000});
+  inventory.mutable_devices(0)->set_compute_flops_per_second(1000);
+  inventory.mutable_devices(0)->set_memory_bandwidth_bytes_per_second(50);
+  DeviceList devices = *ImportDevices(inventory, InputLimits());
+  PartitionSet set = MakeSet(graph, {-1, 0, -1}, {{0}});
+  absl::StatusOr<PlanLatency> latency = EstimatePlanLatency(graph, devices, set, token_);
+  ASSERT_TRUE(latency.ok()) << latency.status();
+  // compute 4000 / 1000 = 4 s; memory (300 + 100) / 50 = 8 s.
+  EXPECT_DOUBLE_EQ(latency->critical_path_seconds, 8);
+}
+
+TEST_F(LatencyTest, ResidualStacksAreLinearNotExponential) {
+  // 2000 layers, each adding the previous two: torch.fx's path enumeration
+  // would visit ~phi^2000 paths.
+  TestGraph builder;
+  builder.Placeholder("x", 1).Op("n0", {"x"}, 1, 1).Op("n1", {"n0"}, 1, 1);
+  for (int i = 2; i < 2000; ++i) {
+    builder.Op("n" + std::to_string(i),
+               {"n" + std::to_string(i - 1), "n" + std::to_string(i - 2)}, 1, 1);
+  }
+  v1::Graph proto = builder.Output({"n1999"}).Build();
+  for (int i = 1; i <= 2000; ++i) SetLatency(proto.mutable_nodes(i), 0.5, 0);
+  CompactGraph graph = *ImportGraph(proto, InputLimits(), token_);
+  std::vector<int32_t> partition_of(graph.num_nodes(), -1);
+  for (int i = 1; i <= 2000; ++i) partition_of[i] = i <= 1000 ? 0 : 1;
+  PartitionSet set = MakeSet(graph, partition_of, {{0}, {1}});
+  absl::StatusOr<PlanLatency> latency =
+      EstimatePlanLatency(graph, *ImportDevices(TestDevices({9, 9}), InputLimits()), set, token_);
+  ASSERT_TRUE(latency.ok()) << latency.status();
+  EXPECT_DOUBLE_EQ(latency->critical_path_seconds, 1000);
+}
+
+}  // namespace
+}  // namespace partplan
