@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "client/cli/cli.h"
 #include "client/cli/flags.h"
 

@@ -78,6 +78,17 @@ grpc::Status CallPlanner(std::shared_ptr<grpc::ChannelInterface> channel,
                          const google::protobuf::Message& request,
                          const ConnectionOptions& options,
                          google::protobuf::Message* response) {
+  // The generic stub would send anything; a mismatch is a bug in the caller.
+  if (request.GetDescriptor() != method.input_type() ||
+      response->GetDescriptor() != method.output_type()) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat(method.full_name(), " takes ",
+                     method.input_type()->full_name(), " and returns ",
+                     method.output_type()->full_name(), ", not ",
+                     request.GetDescriptor()->full_name(), " and ",
+                     response->GetDescriptor()->full_name()));
+  }
   grpc::ClientContext context;
   if (options.deadline != absl::InfiniteDuration()) {
     context.set_deadline(absl::ToChronoTime(absl::Now() + options.deadline));

@@ -65,7 +65,8 @@ std::shared_ptr<grpc::Channel> ConnectToPlanner(
 
 // Calls `method` with `request` (of its input type) and blocks until the
 // response (of its output type) is in `*response` or the call fails. Applies
-// the deadline and request id of `options`.
+// the deadline and request id of `options`. INVALID_ARGUMENT, without a
+// call, when the messages are not of the method's types.
 grpc::Status CallPlanner(std::shared_ptr<grpc::ChannelInterface> channel,
                          const google::protobuf::MethodDescriptor& method,
                          const google::protobuf::Message& request,

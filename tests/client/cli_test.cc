@@ -303,6 +303,20 @@ TEST_F(RunCliTest, BadLocalInputExitsTwoWithoutCalling) {
   EXPECT_THAT(out_.str(), IsEmpty());
 }
 
+TEST_F(RunCliTest, CallPlannerRejectsMessagesOfOtherTypes) {
+  const google::protobuf::MethodDescriptor* validate =
+      *FindPlannerMethod("Validate");
+  v1::PlanRequest wrong_request;
+  v1::ValidateResponse response;
+  const grpc::Status status =
+      CallPlanner(environment_.connect(options_.connection), *validate,
+                  wrong_request, options_.connection, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("takes partplan.v1.ValidateRequest"));
+  EXPECT_THAT(planner_.calls(), IsEmpty());
+}
+
 TEST(SubcommandHelpTest, ListsEverySubcommand) {
   const std::string help = SubcommandHelp();
   for (const char* subcommand : {"call", "partition", "plan", "validate"}) {
