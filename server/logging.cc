@@ -7,7 +7,6 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -37,8 +36,9 @@ void AppendJsonString(absl::string_view text, std::string* out) {
   out->push_back('"');
 }
 
-// Text values stay bare when that is unambiguous, and are quoted and
-// C-escaped otherwise (empty, spaces, quotes, '=' or control characters).
+// Text values stay bare when that is unambiguous, and are quoted as JSON
+// strings otherwise (empty, or with spaces, quotes, '=' or control
+// characters), which logfmt parsers read back.
 void AppendTextValue(absl::string_view text, std::string* out) {
   const bool bare = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
     return absl::ascii_isgraph(static_cast<unsigned char>(c)) && c != '"' && c != '=';
@@ -46,7 +46,7 @@ void AppendTextValue(absl::string_view text, std::string* out) {
   if (bare) {
     out->append(text.data(), text.size());
   } else {
-    absl::StrAppend(out, "\"", absl::CHexEscape(text), "\"");
+    AppendJsonString(text, out);
   }
 }
 

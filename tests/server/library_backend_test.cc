@@ -1,0 +1,109 @@
+// The server with its production backend, the planner library: a tiny graph
+// validates and partitions; an invalid one gets INVALID_ARGUMENT naming the
+// field.
+#include <memory>
+#include <string>
+
+#include <google/protobuf/text_format.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/support/error_details.h>
+
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+#include "tests/server/test_util.h"
+
+namespace partplan {
+namespace {
+
+// x -> fc -> output, as in graph.proto's example.
+constexpr char kTinyGraph[] = R"pb(
+  nodes {
+    name: "x" op: PLACEHOLDER target: "x"
+    outputs { shape: [ 4, 16 ] dtype: "torch.float32" }
+  }
+  nodes {
+    name: "fc" op: CALL_MODULE target: "fc" module_type: "torch.nn.Linear"
+    args { node: "x" }
+    parameter_count: 272
+    size_bytes { total_bytes: 1344 output_bytes: 256 }
+  }
+  nodes { name: "output" op: OUTPUT target: "output" args { node: "fc" } }
+)pb";
+
+constexpr char kTwoDevices[] = R"pb(
+  devices { name: "gpu0" available_memory_bytes: 1000000 logical_id: 0 }
+  devices { name: "gpu1" available_memory_bytes: 1000000 logical_id: 1 }
+)pb";
+
+template <typename Message>
+Message Parse(const std::string& text) {
+  Message message;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &message)) << text;
+  return message;
+}
+
+class LibraryBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = StartTestServer(/*backend=*/nullptr);
+    ASSERT_NE(server_, nullptr);
+    stub_ = NewPlannerStub(*server_);
+  }
+
+  std::unique_ptr<PlannerServer> server_;
+  std::unique_ptr<v1::PartitionPlanner::Stub> stub_;
+};
+
+TEST_F(LibraryBackendTest, ValidateCountsATinyGraph) {
+  v1::ValidateRequest request;
+  *request.mutable_graph() = Parse<v1::Graph>(kTinyGraph);
+  *request.mutable_devices() = Parse<v1::DeviceInventory>(kTwoDevices);
+
+  grpc::ClientContext context;
+  v1::ValidateResponse response;
+  const grpc::Status status = stub_->Validate(&context, request, &response);
+
+  ASSERT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+  EXPECT_EQ(response.node_count(), 3);
+  EXPECT_EQ(response.edge_count(), 2);
+  EXPECT_EQ(response.device_count(), 2);
+}
+
+TEST_F(LibraryBackendTest, ValidateNamesTheBadFieldInBadRequest) {
+  v1::ValidateRequest request;
+  *request.mutable_graph() = Parse<v1::Graph>(kTinyGraph);
+  request.mutable_graph()->mutable_nodes(1)->mutable_args(0)->set_node("nowhere");
+
+  grpc::ClientContext context;
+  v1::ValidateResponse response;
+  const grpc::Status status = stub_->Validate(&context, request, &response);
+
+  ASSERT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  google::rpc::Status details;
+  ASSERT_TRUE(grpc::ExtractErrorDetails(status, &details).ok());
+  ASSERT_EQ(details.details_size(), 1);
+  google::rpc::BadRequest bad_request;
+  ASSERT_TRUE(details.details(0).UnpackTo(&bad_request));
+  ASSERT_EQ(bad_request.field_violations_size(), 1);
+  EXPECT_EQ(bad_request.field_violations(0).field(), "graph.nodes[1].args[0]");
+}
+
+TEST_F(LibraryBackendTest, PartitionGraphPlansATinyGraph) {
+  v1::PartitionGraphRequest request;
+  *request.mutable_graph() = Parse<v1::Graph>(kTinyGraph);
+  *request.mutable_devices() = Parse<v1::DeviceInventory>(kTwoDevices);
+
+  grpc::ClientContext context;
+  v1::PartitionGraphResponse response;
+  const grpc::Status status = stub_->PartitionGraph(&context, request, &response);
+
+  ASSERT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+  ASSERT_EQ(response.plan().assignments_size(), 1);  // The one call_* node.
+  EXPECT_EQ(response.plan().assignments(0).node(), "fc");
+  EXPECT_GE(response.plan().partitions_size(), 1);
+}
+
+}  // namespace
+}  // namespace partplan

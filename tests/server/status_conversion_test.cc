@@ -1,0 +1,55 @@
+#include "server/status_conversion.h"
+
+#include <grpcpp/support/error_details.h>
+
+#include "absl/status/status.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+#include "gtest/gtest.h"
+#include "planner/status_util.h"
+
+namespace partplan {
+namespace {
+
+TEST(StatusConversionTest, OkIsOk) { EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok()); }
+
+TEST(StatusConversionTest, KeepsCodeAndMessageWithoutDetails) {
+  const grpc::Status status = ToGrpcStatus(absl::FailedPreconditionError("no plan fits"));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(status.error_message(), "no plan fits");
+  EXPECT_TRUE(status.error_details().empty());
+}
+
+TEST(StatusConversionTest, EveryCodeMapsToTheSameNumber) {
+  for (int code = 1; code <= 16; ++code) {
+    const absl::Status status(static_cast<absl::StatusCode>(code), "x");
+    EXPECT_EQ(static_cast<int>(ToGrpcStatus(status).error_code()), code);
+  }
+}
+
+TEST(StatusConversionTest, InvalidArgumentWithoutFieldHasNoDetails) {
+  const grpc::Status status = ToGrpcStatus(absl::InvalidArgumentError("bad"));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(status.error_details().empty());
+}
+
+TEST(StatusConversionTest, InvalidFieldBecomesBadRequestFieldViolation) {
+  const grpc::Status status =
+      ToGrpcStatus(InvalidFieldError("devices.devices[1].name", "duplicate device name"));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(), "devices.devices[1].name: duplicate device name");
+
+  google::rpc::Status details;
+  ASSERT_TRUE(grpc::ExtractErrorDetails(status, &details).ok());
+  EXPECT_EQ(details.code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_EQ(details.message(), status.error_message());
+  ASSERT_EQ(details.details_size(), 1);
+  google::rpc::BadRequest bad_request;
+  ASSERT_TRUE(details.details(0).UnpackTo(&bad_request));
+  ASSERT_EQ(bad_request.field_violations_size(), 1);
+  EXPECT_EQ(bad_request.field_violations(0).field(), "devices.devices[1].name");
+  EXPECT_EQ(bad_request.field_violations(0).description(), "duplicate device name");
+}
+
+}  // namespace
+}  // namespace partplan
