@@ -6,6 +6,7 @@
 #include "planner/devices.h"
 #include "planner/graph_import.h"
 #include "planner/partitioner.h"
+#include "planner/split_graph.h"
 #include "planner/status_util.h"
 
 namespace partplan {
@@ -43,10 +44,12 @@ absl::StatusOr<v1::PartitionGraphResponse> PartitionGraph(
   return response;
 }
 
-absl::StatusOr<v1::SplitGraphResponse> SplitGraph(const v1::SplitGraphRequest&,
-                                                  const InputLimits&,
-                                                  const CancellationToken&) {
-  return NotYet("SplitGraph");
+absl::StatusOr<v1::SplitGraphResponse> SplitGraph(const v1::SplitGraphRequest& request,
+                                                  const InputLimits& limits,
+                                                  const CancellationToken& token) {
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
+                            ImportGraph(request.graph(), limits, token));
+  return SplitGraphPlan(graph, request, token);
 }
 
 absl::StatusOr<v1::ShardGraphResponse> ShardGraph(const v1::ShardGraphRequest&,

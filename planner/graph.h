@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "partplan/v1/graph.pb.h"
 
@@ -60,6 +62,12 @@ class CompactGraph {
   }
   int64_t num_edges() const { return static_cast<int64_t>(input_ids_.size()); }
 
+  // The node called `name`, or -1.
+  NodeId Find(absl::string_view name) const {
+    auto it = id_of_name_.find(name);
+    return it == id_of_name_.end() ? -1 : it->second;
+  }
+
   // The OUTPUT node (always the last node).
   NodeId output_node() const { return num_nodes() - 1; }
   // Number of call_* nodes.
@@ -85,6 +93,7 @@ class CompactGraph {
   std::vector<NodeId> input_ids_;
   std::vector<int64_t> user_offsets_;   // num_nodes + 1 entries
   std::vector<NodeId> user_ids_;
+  absl::flat_hash_map<absl::string_view, NodeId> id_of_name_;  // views into source_
   int32_t num_op_nodes_ = 0;
   int64_t graph_total_bytes_ = 0;
 };

@@ -65,7 +65,7 @@ class GraphBuilder {
     result_.output_bytes_.reserve(n);
     result_.input_offsets_.reserve(n + 1);
     result_.input_offsets_.push_back(0);
-    id_of_name_.reserve(n);
+    result_.id_of_name_.reserve(n);
     first_use_stamp_.assign(n, -1);
 
     for (NodeId v = 0; v < n; ++v) {
@@ -89,7 +89,7 @@ class GraphBuilder {
     if (node.name().empty()) {
       return InvalidFieldError(absl::StrCat(at, ".name"), "the node has no name");
     }
-    auto [it, inserted] = id_of_name_.try_emplace(node.name(), v);
+    auto [it, inserted] = result_.id_of_name_.try_emplace(node.name(), v);
     if (!inserted) {
       return InvalidFieldError(absl::StrCat(at, ".name"),
                                absl::StrCat("duplicate node name '", node.name(),
@@ -208,8 +208,8 @@ class GraphBuilder {
   }
 
   absl::Status AddReference(NodeId v, const std::string& name, const std::string& at) {
-    auto it = id_of_name_.find(name);
-    if (it == id_of_name_.end()) return UnresolvedReference(v, name, at);
+    auto it = result_.id_of_name_.find(name);
+    if (it == result_.id_of_name_.end()) return UnresolvedReference(v, name, at);
     const NodeId u = it->second;
     if (u == v) {
       return InvalidFieldError(at, absl::StrCat("node '", name, "' refers to itself"));
@@ -351,7 +351,6 @@ class GraphBuilder {
   const CancellationToken& token_;
   const std::string field_;
   CompactGraph result_;
-  absl::flat_hash_map<absl::string_view, NodeId> id_of_name_;
   std::vector<NodeId> first_use_stamp_;  // last node that referenced u
   NodeId output_node_ = -1;
   int64_t total_values_ = 0;

@@ -199,6 +199,11 @@ absl::StatusOr<ModuleSplit> SplitModule(const CompactGraph& graph,
       part.result_names.push_back(part.submodule_name);
     }
   }
+  for (const v1::Value& value : graph.source().nodes(graph.output_node()).args()) {
+    if (value.kind_case() == v1::Value::kNode) {
+      split.output_values.push_back(value_name[graph.Find(value.node())]);
+    }
+  }
   const std::string output_name = names.Create("output");
   for (NodeId u : graph.inputs(graph.output_node())) {
     const int32_t def_index = index_of_node[u];

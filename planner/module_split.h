@@ -55,6 +55,9 @@ struct ModuleSplit {
   std::vector<SplitPartition> partitions;
   // Indices into `partitions`, in construction order.
   std::vector<int32_t> construction_order;
+  // The top-level graph's nodes the graph output returns, one per node
+  // reference in the output's arguments, in order.
+  std::vector<std::string> output_values;
 };
 
 absl::StatusOr<ModuleSplit> SplitModule(const CompactGraph& graph,

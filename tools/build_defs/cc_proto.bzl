@@ -26,6 +26,7 @@ def cc_proto_codegen(
         import_dirs = [],
         proto_deps = [],
         deps = [],
+        testonly = False,
         visibility = None):
     """Declares `name` (messages) and, with grpc_srcs, `name`_grpc (services).
 
@@ -37,6 +38,7 @@ def cc_proto_codegen(
       import_dirs: further -I directories (e.g. for imported protos).
       proto_deps: labels of imported .proto files (made inputs of protoc).
       deps: cc deps of the generated code (other cc_proto_codegen libraries).
+      testonly: whether only tests may depend on the code.
       visibility: of the cc_library.
     """
     if proto_root != native.package_name():
@@ -64,6 +66,7 @@ def cc_proto_codegen(
         srcs = srcs + proto_deps,
         outs = outs,
         cmd = cmd,
+        testonly = testonly,
     )
     # Messages alone (protobuf only), so that pure libraries such as
     # //planner do not link gRPC; services in `<name>_grpc`.
@@ -75,6 +78,7 @@ def cc_proto_codegen(
         hdrs = pb_h,
         includes = ["."],
         deps = deps + ["@system//:protobuf"],
+        testonly = testonly,
         visibility = visibility,
     )
     if grpc_srcs:
@@ -84,5 +88,6 @@ def cc_proto_codegen(
             hdrs = [_strip(s) + ".grpc.pb.h" for s in grpc_srcs],
             includes = ["."],
             deps = [":" + name, "@system//:grpc"],
+            testonly = testonly,
             visibility = visibility,
         )

@@ -1,0 +1,108 @@
+#include "planner/split_graph.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "planner/module_split.h"
+#include "planner/status_util.h"
+
+namespace partplan {
+namespace {
+
+// The partition of every call_* node, from the request's assignments.
+absl::StatusOr<std::vector<int32_t>> PartitionOfNodes(const CompactGraph& graph,
+                                                      const v1::SplitGraphRequest& request) {
+  std::vector<int32_t> partition_of(graph.num_nodes(), -1);
+  std::vector<bool> assigned(graph.num_nodes(), false);
+  for (int i = 0; i < request.assignments_size(); ++i) {
+    const v1::NodePartition& assignment = request.assignments(i);
+    const std::string at = absl::StrCat("assignments[", i, "]");
+    const NodeId v = graph.Find(assignment.node());
+    if (v < 0) {
+      return InvalidFieldError(absl::StrCat(at, ".node"),
+                               absl::StrCat("no node is called '", assignment.node(), "'"));
+    }
+    if (!graph.is_op_node(v)) {
+      return InvalidFieldError(
+          absl::StrCat(at, ".node"),
+          absl::StrCat("node '", assignment.node(), "' is a ", v1::Op_Name(graph.op(v)),
+                       "; only call_module, call_function and call_method nodes are "
+                       "assigned (graph inputs are threaded into the partitions using them)"));
+    }
+    if (assigned[v]) {
+      return InvalidFieldError(absl::StrCat(at, ".node"),
+                               absl::StrCat("node '", assignment.node(), "' is assigned twice"));
+    }
+    assigned[v] = true;
+    partition_of[v] = assignment.partition();
+  }
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    if (graph.is_op_node(v) && !assigned[v]) {
+      return InvalidFieldError("assignments",
+                               absl::StrCat("node '", graph.name(v), "' (graph.nodes[", v,
+                                            "]) has no partition"));
+    }
+  }
+  return partition_of;
+}
+
+template <typename Names>
+void SetNames(const CompactGraph& graph, const std::vector<NodeId>& ids, Names* names) {
+  for (NodeId v : ids) names->Add()->assign(graph.name(v));
+}
+
+}  // namespace
+
+absl::StatusOr<v1::SplitGraphResponse> SplitGraphPlan(const CompactGraph& graph,
+                                                      const v1::SplitGraphRequest& request,
+                                                      const CancellationToken& token) {
+  PARTPLAN_ASSIGN_OR_RETURN(const std::vector<int32_t> partition_of,
+                            PartitionOfNodes(graph, request));
+  PARTPLAN_ASSIGN_OR_RETURN(const ModuleSplit split,
+                            SplitModule(graph, partition_of, request.keep_original_order(),
+                                        "assignments", token));
+  v1::SplitGraphResponse response;
+  for (int32_t i : split.construction_order) {
+    const SplitPartition& part = split.partitions[i];
+    v1::Submodule* submodule = response.add_submodules();
+    submodule->set_name(part.submodule_name);
+    submodule->set_partition(part.partition);
+    SetNames(graph, part.nodes, submodule->mutable_nodes());
+    SetNames(graph, part.inputs, submodule->mutable_inputs());
+    SetNames(graph, part.outputs, submodule->mutable_outputs());
+    for (int32_t j : part.depends_on) {
+      submodule->add_depends_on(split.partitions[j].submodule_name);
+    }
+    for (int32_t j : part.dependents) {
+      submodule->add_dependents(split.partitions[j].submodule_name);
+    }
+    v1::BaseGraphCall* call = response.add_base_graph();
+    call->set_submodule(part.submodule_name);
+    *call->mutable_arguments() = {part.argument_names.begin(), part.argument_names.end()};
+    *call->mutable_results() = {part.result_names.begin(), part.result_names.end()};
+  }
+  // split_module's qualname_map: one entry per submodule target, in graph
+  // order of first use.
+  std::vector<const std::string*> submodule_name_of(graph.num_nodes(), nullptr);
+  for (const SplitPartition& part : split.partitions) {
+    for (NodeId v : part.nodes) submodule_name_of[v] = &part.submodule_name;
+  }
+  absl::flat_hash_set<std::string> seen;
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    if (graph.op(v) != v1::CALL_MODULE) continue;
+    const std::string& target = graph.source().nodes(v).target();
+    std::string split_name =
+        absl::StrCat(*submodule_name_of[v], ".", absl::StrReplaceAll(target, {{".", "_"}}));
+    if (!seen.insert(split_name).second) continue;
+    v1::QualifiedName* entry = response.add_qualname_map();
+    entry->set_split_name(std::move(split_name));
+    entry->set_original_name(target);
+  }
+  *response.mutable_output_values() = {split.output_values.begin(), split.output_values.end()};
+  return response;
+}
+
+}  // namespace partplan

@@ -1,0 +1,31 @@
+// SplitGraphPlan: the SplitGraph RPC, torch.fx's split_module from a
+// caller's node -> partition assignment.
+//
+// Validates the assignment (every call_* node exactly once; no other node;
+// known names), then returns the submodules with their nodes, ordered inputs
+// and outputs, the submodules each depends on and its dependents, the
+// split module's top-level calls with split_module's own node names, its
+// qualname_map and the values its output returns. A cycle between
+// partitions is INVALID_ARGUMENT on `assignments`, naming the partitions.
+//
+//   PARTPLAN_ASSIGN_OR_RETURN(v1::SplitGraphResponse response,
+//                             SplitGraphPlan(graph, request, token));
+//
+// O(nodes + edges).
+#ifndef PARTPLAN_PLANNER_SPLIT_GRAPH_H_
+#define PARTPLAN_PLANNER_SPLIT_GRAPH_H_
+
+#include "absl/status/statusor.h"
+#include "partplan/v1/planner_service.pb.h"
+#include "planner/cancellation.h"
+#include "planner/graph.h"
+
+namespace partplan {
+
+absl::StatusOr<v1::SplitGraphResponse> SplitGraphPlan(const CompactGraph& graph,
+                                                      const v1::SplitGraphRequest& request,
+                                                      const CancellationToken& token);
+
+}  // namespace partplan
+
+#endif  // PARTPLAN_PLANNER_SPLIT_GRAPH_H_
