@@ -3,18 +3,14 @@
 // assignment, every partition's nodes, memory, devices, parents, children,
 // split_module inputs and outputs, and every DAG entry must be equal; each
 // error torch.fx raised must be raised here with the matching status code.
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
-#include <vector>
 
-#include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "partitioner_fixture.pb.h"
+#include "fixtures.pb.h"
 #include "planner/entry_points.h"
+#include "tests/planner/fixture_files.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 
@@ -24,25 +20,6 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr char kFixtureDir[] = "tests/fixtures/partitioner/size_based";
-
-std::vector<std::string> FixturePaths() {
-  std::vector<std::string> paths;
-  for (const auto& entry : std::filesystem::directory_iterator(kFixtureDir)) {
-    if (entry.path().extension() == ".json") paths.push_back(entry.path().string());
-  }
-  std::sort(paths.begin(), paths.end());
-  return paths;
-}
-
-testing::PartitionerFixture LoadFixture(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  testing::PartitionerFixture fixture;
-  const auto status = google::protobuf::util::JsonStringToMessage(text.str(), &fixture);
-  EXPECT_TRUE(status.ok()) << path << ": " << status.ToString();
-  return fixture;
-}
 
 // The status code and message fragment torch.fx's RuntimeError maps to.
 struct ExpectedError {
@@ -91,7 +68,7 @@ v1::PartitionPlan ComparableView(const v1::PartitionPlan& plan, const v1::Partit
 class PartitionerFixtureTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PartitionerFixtureTest, MatchesTorchFx) {
-  const testing::PartitionerFixture fixture = LoadFixture(GetParam());
+  const auto fixture = LoadJsonFixture<testing::PartitionerFixture>(GetParam());
   SCOPED_TRACE(fixture.name());
   CancellationToken token;
   absl::StatusOr<v1::PartitionGraphResponse> response =
@@ -114,18 +91,10 @@ TEST_P(PartitionerFixtureTest, MatchesTorchFx) {
       << differences;
 }
 
-TEST(PartitionerFixtures, AreThere) { EXPECT_GE(FixturePaths().size(), 20u); }
+TEST(PartitionerFixtures, AreThere) { EXPECT_GE(FixturePaths(kFixtureDir).size(), 20u); }
 
-std::string CaseName(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = std::filesystem::path(info.param).stem().string();
-  for (char& c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return name;
-}
-
-INSTANTIATE_TEST_SUITE_P(SizeBased, PartitionerFixtureTest, ::testing::ValuesIn(FixturePaths()),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(SizeBased, PartitionerFixtureTest,
+                         ::testing::ValuesIn(FixturePaths(kFixtureDir)), FixtureCaseName);
 
 }  // namespace
 }  // namespace partplan

@@ -1,0 +1,55 @@
+// Golden-fixture files: listing a directory of JSON fixtures, parsing one
+// into its proto message, and naming parameterised test cases after them.
+//
+//   INSTANTIATE_TEST_SUITE_P(Cases, MyTest,
+//       ::testing::ValuesIn(FixturePaths("tests/fixtures/x/cases")), FixtureCaseName);
+//   MyFixture fixture = LoadJsonFixture<MyFixture>(GetParam());
+#ifndef PARTPLAN_TESTS_PLANNER_FIXTURE_FILES_H_
+#define PARTPLAN_TESTS_PLANNER_FIXTURE_FILES_H_
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace partplan {
+
+// The .json files of `dir` (relative to the workspace root), sorted.
+inline std::vector<std::string> FixturePaths(const std::string& dir) {
+  std::vector<std::string> paths;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".json") paths.push_back(entry.path().string());
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+template <typename Message>
+Message LoadJsonFixture(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  Message message;
+  const auto status = google::protobuf::util::JsonStringToMessage(text.str(), &message);
+  EXPECT_TRUE(status.ok()) << path << ": " << status.ToString();
+  return message;
+}
+
+// A test name from a fixture path: its stem with non-alphanumerics as `_`.
+inline std::string FixtureCaseName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = std::filesystem::path(info.param).stem().string();
+  for (char& c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
+}  // namespace partplan
+
+#endif  // PARTPLAN_TESTS_PLANNER_FIXTURE_FILES_H_

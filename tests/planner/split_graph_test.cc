@@ -1,0 +1,96 @@
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/entry_points.h"
+#include "planner/status_util.h"
+#include "tests/planner/test_graphs.h"
+
+namespace partplan {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+v1::SplitGraphRequest Request(const std::vector<std::pair<std::string, int>>& assignments) {
+  v1::SplitGraphRequest request;
+  *request.mutable_graph() = TestGraph()
+                                 .Placeholder("x", 1)
+                                 .GetAttr("w", 1)
+                                 .Module("layer.0.fc", {"x", "w"}, 1, 1)
+                                 .Op("relu", {"layer.0.fc"}, 1, 1)
+                                 .Module("layer.1.fc", {"relu", "x"}, 1, 1)
+                                 .Output({"layer.1.fc", "relu"})
+                                 .Build();
+  for (const auto& [node, partition] : assignments) {
+    v1::NodePartition* assignment = request.add_assignments();
+    assignment->set_node(node);
+    assignment->set_partition(partition);
+  }
+  return request;
+}
+
+absl::StatusOr<v1::SplitGraphResponse> Split(const v1::SplitGraphRequest& request) {
+  CancellationToken token;
+  return SplitGraph(request, InputLimits(), token);
+}
+
+std::vector<std::string> Strings(const google::protobuf::RepeatedPtrField<std::string>& s) {
+  return {s.begin(), s.end()};
+}
+
+TEST(SplitGraphTest, DescribesSubmodulesCallsAndQualifiedNames) {
+  absl::StatusOr<v1::SplitGraphResponse> response =
+      Split(Request({{"layer.0.fc", 0}, {"relu", 0}, {"layer.1.fc", 1}}));
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->submodules_size(), 2);
+  const v1::Submodule& first = response->submodules(0);
+  EXPECT_EQ(first.name(), "submod_0");
+  EXPECT_THAT(Strings(first.nodes()), ElementsAre("layer.0.fc", "relu"));
+  EXPECT_THAT(Strings(first.inputs()), ElementsAre("x", "w"));
+  // relu is used by submod_1 first, then by the output.
+  EXPECT_THAT(Strings(first.outputs()), ElementsAre("relu"));
+  EXPECT_THAT(Strings(first.dependents()), ElementsAre("submod_1"));
+  EXPECT_THAT(Strings(response->submodules(1).depends_on()), ElementsAre("submod_0"));
+  EXPECT_THAT(Strings(response->base_graph(1).arguments()), ElementsAre("submod_0", "x"));
+  EXPECT_THAT(Strings(response->base_graph(1).results()), ElementsAre("submod_1"));
+  ASSERT_EQ(response->qualname_map_size(), 2);
+  EXPECT_EQ(response->qualname_map(0).split_name(), "submod_0.layer_0_fc");
+  EXPECT_EQ(response->qualname_map(0).original_name(), "layer.0.fc");
+  EXPECT_THAT(Strings(response->output_values()), ElementsAre("submod_1", "submod_0"));
+}
+
+struct BadAssignmentCase {
+  std::string name;
+  std::vector<std::pair<std::string, int>> assignments;
+  std::string field;
+  std::string message;
+};
+
+class BadAssignmentTest : public ::testing::TestWithParam<BadAssignmentCase> {};
+
+TEST_P(BadAssignmentTest, IsInvalidArgumentNamingTheField) {
+  absl::StatusOr<v1::SplitGraphResponse> response = Split(Request(GetParam().assignments));
+  ASSERT_FALSE(response.ok());
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InvalidFieldPath(response.status()).value_or("<none>"), GetParam().field);
+  EXPECT_THAT(std::string(response.status().message()), HasSubstr(GetParam().message));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllChecks, BadAssignmentTest,
+    ::testing::ValuesIn(std::vector<BadAssignmentCase>{
+        {"UnknownNode", {{"layer.0.fc", 0}, {"nope", 0}}, "assignments[1].node",
+         "no node is called 'nope'"},
+        {"GraphInput", {{"x", 0}}, "assignments[0].node", "'x' is a PLACEHOLDER"},
+        {"Twice", {{"relu", 0}, {"relu", 1}}, "assignments[1].node", "assigned twice"},
+        {"Missing", {{"layer.0.fc", 0}, {"relu", 0}}, "assignments",
+         "node 'layer.1.fc' (graph.nodes[4]) has no partition"},
+        {"Cycle", {{"layer.0.fc", 0}, {"relu", 1}, {"layer.1.fc", 0}}, "assignments",
+         "cycle exists between partitions: partitions 0, 1"},
+    }),
+    [](const ::testing::TestParamInfo<BadAssignmentCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace partplan
