@@ -95,6 +95,9 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &server->port_);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  // gRPC sets SO_REUSEPORT by default, so a second server on a taken port
+  // would start and silently share its traffic; fail instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&server->service_);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {

@@ -1,5 +1,6 @@
-// Draining: calls in flight when shutdown begins are answered, and a drain
-// that runs out of time cancels the planners still running.
+// Server lifecycle: start failures, and draining (calls in flight when
+// shutdown begins are answered; a drain that runs out of time cancels the
+// planners still running).
 #include <memory>
 #include <thread>
 #include <vector>
@@ -98,6 +99,23 @@ TEST(ShutdownTest, RefusesCallsAfterShutdown) {
   v1::ValidateResponse response;
   EXPECT_EQ(stub->Validate(&context, v1::ValidateRequest(), &response).error_code(),
             grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST(StartTest, FailsWhenThePortIsTaken) {
+  std::unique_ptr<PlannerServer> first =
+      StartTestServer(std::make_unique<FakePlannerBackend>());
+  ASSERT_NE(first, nullptr);
+  ServerOptions options = TestServerOptions();
+  options.port = first->port();
+  absl::StatusOr<std::unique_ptr<PlannerServer>> second =
+      PlannerServer::Start(options, std::make_unique<FakePlannerBackend>());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+}
+
+TEST(StartTest, RejectsInvalidOptions) {
+  ServerOptions options = TestServerOptions();
+  options.planner_threads = 0;
+  EXPECT_EQ(PlannerServer::Start(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
