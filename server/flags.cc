@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -76,15 +75,16 @@ void ParseServerCommandLine(int argc, char** argv) {
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(kUsage);
 
-  if (absl::Status status = ApplyEnvironmentOverrides([](const char* name) { return std::getenv(name); }); !status.ok()) {
+  if (absl::Status status =
+          ApplyEnvironmentOverrides([](const char* name) { return std::getenv(name); });
+      !status.ok()) {
     std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
     std::exit(1);
   }
   absl::ParseCommandLine(argc, argv);
 }
 
-absl::Status ApplyEnvironmentOverrides(
-    const std::function<const char*(const char*)>& getenv) {
+absl::Status ApplyEnvironmentOverrides(const std::function<const char*(const char*)>& getenv) {
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     if (!IsServerFlagFile(flag->Filename())) continue;
     const std::string variable = absl::StrCat(kFlagEnvironmentPrefix, absl::AsciiStrToUpper(name));

@@ -40,8 +40,7 @@ void ParseServerCommandLine(int argc, char** argv);
 // For every flag of flags.cc whose PARTPLAN_* variable `getenv` returns,
 // sets the flag from it. INVALID_ARGUMENT naming the variable when a value
 // does not parse.
-absl::Status ApplyEnvironmentOverrides(
-    const std::function<const char*(const char*)>& getenv);
+absl::Status ApplyEnvironmentOverrides(const std::function<const char*(const char*)>& getenv);
 
 // The options the flags describe; INVALID_ARGUMENT when one is out of range
 // (see ValidateServerOptions).

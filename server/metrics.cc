@@ -8,11 +8,10 @@ namespace {
 // go-grpc-prometheus labels codes with Go's codes.Code.String(), indexed here
 // by grpc::StatusCode value.
 constexpr const char* kGoGrpcCodeNames[ServerMetrics::kGrpcCodeCount] = {
-    "OK",          "Canceled",          "Unknown",        "InvalidArgument",
-    "DeadlineExceeded", "NotFound",     "AlreadyExists",  "PermissionDenied",
-    "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange",
-    "Unimplemented", "Internal",        "Unavailable",    "DataLoss",
-    "Unauthenticated",
+    "OK",       "Canceled",        "Unknown",          "InvalidArgument",   "DeadlineExceeded",
+    "NotFound", "AlreadyExists",   "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
+    "Aborted",  "OutOfRange",      "Unimplemented",    "Internal",          "Unavailable",
+    "DataLoss", "Unauthenticated",
 };
 
 constexpr const char* kRejectionReasonNames[kRejectionReasonCount] = {
@@ -43,15 +42,16 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
                       .Register(registry);
   auto& handled = prometheus::BuildCounter()
                       .Name("grpc_server_handled_total")
-                      .Help("Total number of RPCs completed on the server, regardless of "
-                            "success or failure.")
+                      .Help(
+                          "Total number of RPCs completed on the server, regardless of "
+                          "success or failure.")
                       .Register(registry);
-  auto& handling_seconds =
-      prometheus::BuildHistogram()
-          .Name("grpc_server_handling_seconds")
-          .Help("Histogram of response latency (seconds) of gRPC that had been "
-                "application-level handled by the server.")
-          .Register(registry);
+  auto& handling_seconds = prometheus::BuildHistogram()
+                               .Name("grpc_server_handling_seconds")
+                               .Help(
+                                   "Histogram of response latency (seconds) of gRPC that had been "
+                                   "application-level handled by the server.")
+                               .Register(registry);
   auto& planner_seconds = prometheus::BuildHistogram()
                               .Name("partplan_planner_seconds")
                               .Help("Time a planner ran for one call, in seconds.")
@@ -98,7 +98,8 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
 
 prometheus::Counter& ServerMetrics::handled(PlannerRpc rpc, grpc::StatusCode code) const {
   const size_t index = static_cast<size_t>(code);
-  return *rpcs_[Index(rpc)].handled[index < kGrpcCodeCount ? index : size_t{grpc::StatusCode::UNKNOWN}];
+  return *rpcs_[Index(rpc)]
+              .handled[index < kGrpcCodeCount ? index : size_t{grpc::StatusCode::UNKNOWN}];
 }
 
 }  // namespace partplan

@@ -21,13 +21,13 @@
 #ifndef PARTPLAN_SERVER_METRICS_H_
 #define PARTPLAN_SERVER_METRICS_H_
 
-#include <array>
-
 #include <grpcpp/support/status_code_enum.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <array>
 
 #include "server/planner_rpc.h"
 

@@ -31,10 +31,10 @@ class PlannerBackend {
 
   virtual absl::StatusOr<v1::PartitionGraphResponse> PartitionGraph(
       const v1::PartitionGraphRequest& request, const CancellationToken& token) = 0;
-  virtual absl::StatusOr<v1::SplitGraphResponse> SplitGraph(
-      const v1::SplitGraphRequest& request, const CancellationToken& token) = 0;
-  virtual absl::StatusOr<v1::ShardGraphResponse> ShardGraph(
-      const v1::ShardGraphRequest& request, const CancellationToken& token) = 0;
+  virtual absl::StatusOr<v1::SplitGraphResponse> SplitGraph(const v1::SplitGraphRequest& request,
+                                                            const CancellationToken& token) = 0;
+  virtual absl::StatusOr<v1::ShardGraphResponse> ShardGraph(const v1::ShardGraphRequest& request,
+                                                            const CancellationToken& token) = 0;
   virtual absl::StatusOr<v1::BuildPipelineGraphResponse> BuildPipelineGraph(
       const v1::BuildPipelineGraphRequest& request, const CancellationToken& token) = 0;
   virtual absl::StatusOr<v1::PlanDataParallelResponse> PlanDataParallel(

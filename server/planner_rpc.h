@@ -34,9 +34,8 @@ enum class PlannerRpc {
 inline constexpr size_t kPlannerRpcCount = 7;
 
 inline constexpr PlannerRpc kAllPlannerRpcs[kPlannerRpcCount] = {
-    PlannerRpc::kPartitionGraph,     PlannerRpc::kSplitGraph,
-    PlannerRpc::kShardGraph,         PlannerRpc::kBuildPipelineGraph,
-    PlannerRpc::kPlanDataParallel,   PlannerRpc::kPlan,
+    PlannerRpc::kPartitionGraph,     PlannerRpc::kSplitGraph,       PlannerRpc::kShardGraph,
+    PlannerRpc::kBuildPipelineGraph, PlannerRpc::kPlanDataParallel, PlannerRpc::kPlan,
     PlannerRpc::kValidate,
 };
 
@@ -45,8 +44,8 @@ constexpr size_t Index(PlannerRpc rpc) { return static_cast<size_t>(rpc); }
 // The method name, e.g. "PartitionGraph".
 constexpr absl::string_view RpcName(PlannerRpc rpc) {
   constexpr absl::string_view kNames[kPlannerRpcCount] = {
-      "PartitionGraph", "SplitGraph", "ShardGraph", "BuildPipelineGraph",
-      "PlanDataParallel", "Plan", "Validate",
+      "PartitionGraph",   "SplitGraph", "ShardGraph", "BuildPipelineGraph",
+      "PlanDataParallel", "Plan",       "Validate",
   };
   return kNames[Index(rpc)];
 }

@@ -51,8 +51,8 @@ int DeviceCount(const Request& request) {
 // with the call.
 class PlannerCall final : public grpc::ServerUnaryReactor {
  public:
-  PlannerCall(PlannerRpc rpc, const grpc::CallbackServerContext& context, int nodes,
-              int devices, const ServerMetrics& metrics)
+  PlannerCall(PlannerRpc rpc, const grpc::CallbackServerContext& context, int nodes, int devices,
+              const ServerMetrics& metrics)
       : rpc_(rpc),
         metrics_(metrics),
         token_(DeadlineOf(context)),
@@ -112,8 +112,8 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
                                                  BackendMethod<Request, Response> plan,
                                                  grpc::CallbackServerContext* context,
                                                  const Request* request, Response* response) {
-  auto* call = new PlannerCall(rpc, *context, request->graph().nodes_size(),
-                               DeviceCount(*request), metrics_);
+  auto* call = new PlannerCall(rpc, *context, request->graph().nodes_size(), DeviceCount(*request),
+                               metrics_);
   // gRPC keeps `request` and `response` alive until the call is finished.
   auto run = [this, rpc, plan, call, request, response] {
     metrics_.queue_depth().Decrement();
@@ -176,8 +176,8 @@ grpc::ServerUnaryReactor* PlannerService::BuildPipelineGraph(
 grpc::ServerUnaryReactor* PlannerService::PlanDataParallel(
     grpc::CallbackServerContext* context, const v1::PlanDataParallelRequest* request,
     v1::PlanDataParallelResponse* response) {
-  return Handle(PlannerRpc::kPlanDataParallel, &PlannerBackend::PlanDataParallel, context,
-                request, response);
+  return Handle(PlannerRpc::kPlanDataParallel, &PlannerBackend::PlanDataParallel, context, request,
+                response);
 }
 
 grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* context,

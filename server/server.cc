@@ -1,11 +1,11 @@
 #include "server/server.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
 #include <exception>
 #include <utility>
 #include <vector>
-
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -53,8 +53,7 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
   return options.limits.CheckAndSetup();
 }
 
-PlannerServer::PlannerServer(const ServerOptions& options,
-                             std::unique_ptr<PlannerBackend> backend)
+PlannerServer::PlannerServer(const ServerOptions& options, std::unique_ptr<PlannerBackend> backend)
     : options_(options),
       backend_(std::move(backend)),
       registry_(std::make_shared<prometheus::Registry>()),

@@ -14,13 +14,13 @@
 #ifndef PARTPLAN_SERVER_SERVER_H_
 #define PARTPLAN_SERVER_SERVER_H_
 
-#include <cstdint>
-#include <memory>
-#include <string>
-
 #include <grpcpp/grpcpp.h>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"

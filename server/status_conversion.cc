@@ -1,8 +1,8 @@
 #include "server/status_conversion.h"
 
-#include <string>
-
 #include <grpcpp/support/error_details.h>
+
+#include <string>
 
 #include "absl/types/optional.h"
 #include "google/rpc/error_details.pb.h"

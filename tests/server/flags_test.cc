@@ -62,19 +62,18 @@ TEST(FlagsTest, BadEnvironmentValueNamesTheVariable) {
   const absl::Status status =
       ApplyEnvironmentOverrides(Environment({{"PARTPLAN_PLANNER_THREADS", "many"}}));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("PARTPLAN_PLANNER_THREADS"), absl::string_view::npos)
-      << status;
+  EXPECT_NE(status.message().find("PARTPLAN_PLANNER_THREADS"), absl::string_view::npos) << status;
 }
 
 TEST(FlagsTest, OutOfRangeValuesAreRejected) {
   absl::FlagSaver saver;
-  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
-           {"port", "70000"},
-           {"planner_threads", "0"},
-           {"queue_depth", "-1"},
-           {"max_receive_message_bytes", "-1"},
-           {"drain_deadline_seconds", "-1"},
-           {"max_nodes", "0"}}) {
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{"port", "70000"},
+                                                        {"planner_threads", "0"},
+                                                        {"queue_depth", "-1"},
+                                                        {"max_receive_message_bytes", "-1"},
+                                                        {"drain_deadline_seconds", "-1"},
+                                                        {"max_nodes", "0"}}) {
     absl::FlagSaver inner_saver;
     std::string error;
     ASSERT_TRUE(absl::FindCommandLineFlag(name)->ParseFrom(value, &error)) << name << error;

@@ -1,19 +1,18 @@
 // gRPC health (service "" and "readiness") and server reflection, as
 // Kubernetes probes and grpcurl use them.
-#include <memory>
-#include <string>
-#include <thread>
-#include <vector>
-
-#include <google/protobuf/descriptor.pb.h>
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/descriptor.pb.h>
 #include <google/protobuf/dynamic_message.h>
 #include <google/protobuf/text_format.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <fstream>
+#include <memory>
 #include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -41,8 +40,7 @@ HealthCheckResponse::ServingStatus CheckHealth(Health::Stub& stub, const std::st
 }
 
 TEST(HealthTest, ServingUntilShutdownBeginsThenNotServing) {
-  std::unique_ptr<PlannerServer> server =
-      StartTestServer(std::make_unique<FakePlannerBackend>());
+  std::unique_ptr<PlannerServer> server = StartTestServer(std::make_unique<FakePlannerBackend>());
   ASSERT_NE(server, nullptr);
   std::unique_ptr<Health::Stub> health = Health::NewStub(ConnectTo(*server));
 
@@ -129,11 +127,11 @@ class ReflectionClient {
     grpc::ByteBuffer response_bytes;
     grpc::Status status;
     // One step at a time; each completes with its own tag before the next.
-    const bool steps_ok = Step(queue, [&](void* tag) { call->StartCall(tag); }) &&
-                          Step(queue, [&](void* tag) {
-                            call->WriteLast(request_bytes, grpc::WriteOptions(), tag);
-                          }) &&
-                          Step(queue, [&](void* tag) { call->Read(&response_bytes, tag); });
+    const bool steps_ok =
+        Step(queue, [&](void* tag) { call->StartCall(tag); }) &&
+        Step(queue,
+             [&](void* tag) { call->WriteLast(request_bytes, grpc::WriteOptions(), tag); }) &&
+        Step(queue, [&](void* tag) { call->Read(&response_bytes, tag); });
     Step(queue, [&](void* tag) { call->Finish(&status, tag); });
     if (!status.ok()) return absl::UnavailableError(status.error_message());
     if (!steps_ok) return absl::InternalError("the reflection stream failed");
@@ -145,7 +143,8 @@ class ReflectionClient {
     }
     std::unique_ptr<google::protobuf::Message> response(
         factory_.GetPrototype(response_type_)->New());
-    if (!response->ParseFromArray(response_slice.begin(), static_cast<int>(response_slice.size()))) {
+    if (!response->ParseFromArray(response_slice.begin(),
+                                  static_cast<int>(response_slice.size()))) {
       return absl::InternalError("cannot parse the response");
     }
     return response;
@@ -173,8 +172,8 @@ class ReflectionClient {
 // Fields of a dynamic message by name.
 const google::protobuf::Message& SubMessage(const google::protobuf::Message& message,
                                             const std::string& field) {
-  return message.GetReflection()->GetMessage(
-      message, message.GetDescriptor()->FindFieldByName(field));
+  return message.GetReflection()->GetMessage(message,
+                                             message.GetDescriptor()->FindFieldByName(field));
 }
 
 class ReflectionTest : public ::testing::Test {

@@ -1,12 +1,12 @@
 // The server with its production backend, the planner library: a tiny graph
 // validates and partitions; an invalid one gets INVALID_ARGUMENT naming the
 // field.
-#include <memory>
-#include <string>
-
 #include <google/protobuf/text_format.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/error_details.h>
+
+#include <memory>
+#include <string>
 
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
@@ -20,16 +20,29 @@ namespace {
 // x -> fc -> output, as in graph.proto's example.
 constexpr char kTinyGraph[] = R"pb(
   nodes {
-    name: "x" op: PLACEHOLDER target: "x"
-    outputs { shape: [ 4, 16 ] dtype: "torch.float32" }
+    name: "x"
+    op: PLACEHOLDER
+    target: "x"
+    outputs {
+      shape: [ 4, 16 ]
+      dtype: "torch.float32"
+    }
   }
   nodes {
-    name: "fc" op: CALL_MODULE target: "fc" module_type: "torch.nn.Linear"
+    name: "fc"
+    op: CALL_MODULE
+    target: "fc"
+    module_type: "torch.nn.Linear"
     args { node: "x" }
     parameter_count: 272
     size_bytes { total_bytes: 1344 output_bytes: 256 }
   }
-  nodes { name: "output" op: OUTPUT target: "output" args { node: "fc" } }
+  nodes {
+    name: "output"
+    op: OUTPUT
+    target: "output"
+    args { node: "fc" }
+  }
 )pb";
 
 constexpr char kTwoDevices[] = R"pb(

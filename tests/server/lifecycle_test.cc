@@ -1,11 +1,11 @@
 // Server lifecycle: start failures, and draining (calls in flight when
 // shutdown begins are answered; a drain that runs out of time cancels the
 // planners still running).
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -26,8 +26,8 @@ TEST(ShutdownTest, CallsInFlightWhenShutdownBeginsAreAllAnswered) {
   EventCounter started;
   ServerOptions options = TestServerOptions();
   options.metrics_port = 0;  // To see when the queued calls have arrived.
-  std::unique_ptr<PlannerServer> server = StartTestServer(
-      std::make_unique<FakePlannerBackend>(BlockUntil(release, started)), options);
+  std::unique_ptr<PlannerServer> server =
+      StartTestServer(std::make_unique<FakePlannerBackend>(BlockUntil(release, started)), options);
   ASSERT_NE(server, nullptr);
   auto stub = NewPlannerStub(*server);
 
@@ -58,8 +58,8 @@ TEST(ShutdownTest, CallsInFlightWhenShutdownBeginsAreAllAnswered) {
 
   for (const auto& call : calls) {
     ASSERT_TRUE(WaitForCall(*call));
-    EXPECT_TRUE(call->status.ok()) << call->status.error_code() << ": "
-                                   << call->status.error_message();
+    EXPECT_TRUE(call->status.ok())
+        << call->status.error_code() << ": " << call->status.error_message();
   }
   shutdown.join();
   EXPECT_EQ(started.count(), 5);
@@ -87,8 +87,7 @@ TEST(ShutdownTest, DrainDeadlineCancelsPlannersStillRunning) {
 }
 
 TEST(ShutdownTest, RefusesCallsAfterShutdown) {
-  std::unique_ptr<PlannerServer> server =
-      StartTestServer(std::make_unique<FakePlannerBackend>());
+  std::unique_ptr<PlannerServer> server = StartTestServer(std::make_unique<FakePlannerBackend>());
   ASSERT_NE(server, nullptr);
   auto stub = NewPlannerStub(*server);
   server->Shutdown();
@@ -102,8 +101,7 @@ TEST(ShutdownTest, RefusesCallsAfterShutdown) {
 }
 
 TEST(StartTest, FailsWhenThePortIsTaken) {
-  std::unique_ptr<PlannerServer> first =
-      StartTestServer(std::make_unique<FakePlannerBackend>());
+  std::unique_ptr<PlannerServer> first = StartTestServer(std::make_unique<FakePlannerBackend>());
   ASSERT_NE(first, nullptr);
   ServerOptions options = TestServerOptions();
   options.port = first->port();

@@ -14,11 +14,10 @@ TEST(LoggingTest, TextIsMessageThenKeyValues) {
 }
 
 TEST(LoggingTest, TextQuotesValuesThatWouldBeAmbiguous) {
-  EXPECT_EQ(FormatLogBody(LogFormat::kText, "rpc",
-                          {{"error", "graph.nodes: no 'output'"},
-                           {"request_id", ""},
-                           {"name", "a\"b"}}),
-            R"(rpc error="graph.nodes: no 'output'" request_id="" name="a\"b")");
+  EXPECT_EQ(
+      FormatLogBody(LogFormat::kText, "rpc",
+                    {{"error", "graph.nodes: no 'output'"}, {"request_id", ""}, {"name", "a\"b"}}),
+      R"(rpc error="graph.nodes: no 'output'" request_id="" name="a\"b")");
 }
 
 TEST(LoggingTest, JsonIsObjectMembersWithEscapedStrings) {

@@ -1,9 +1,9 @@
 // The Prometheus endpoint, scraped over loopback HTTP like Prometheus does.
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -26,8 +26,7 @@ TEST(MetricsTest, ExposesGrpcAndPlannerMetricsOverHttp) {
   options.metrics_port = 0;
   std::unique_ptr<PlannerServer> server = StartTestServer(
       std::make_unique<FakePlannerBackend>([&fail](const CancellationToken&) {
-        return fail ? InvalidFieldError("graph.nodes", "the graph has no nodes")
-                    : absl::OkStatus();
+        return fail ? InvalidFieldError("graph.nodes", "the graph has no nodes") : absl::OkStatus();
       }),
       options);
   ASSERT_NE(server, nullptr);
@@ -53,9 +52,10 @@ TEST(MetricsTest, ExposesGrpcAndPlannerMetricsOverHttp) {
   EXPECT_EQ(SampleValue(text, "grpc_server_handled_total" + ValidateLabels("Internal")), 0);
   EXPECT_EQ(SampleValue(text, "grpc_server_handling_seconds_count" + ValidateLabels("")), 2);
   // Pre-created series of calls never made read zero instead of missing.
-  EXPECT_EQ(SampleValue(text, "grpc_server_handled_total{grpc_code=\"Unavailable\","
-                              "grpc_method=\"Plan\",grpc_service=\"partplan.v1.PartitionPlanner\","
-                              "grpc_type=\"unary\"}"),
+  EXPECT_EQ(SampleValue(text,
+                        "grpc_server_handled_total{grpc_code=\"Unavailable\","
+                        "grpc_method=\"Plan\",grpc_service=\"partplan.v1.PartitionPlanner\","
+                        "grpc_type=\"unary\"}"),
             0);
   EXPECT_EQ(SampleValue(text, "partplan_planner_seconds_count{planner=\"Validate\"}"), 2);
   EXPECT_EQ(SampleValue(text, "partplan_graph_nodes_count"), 2);

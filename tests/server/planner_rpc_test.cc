@@ -17,7 +17,8 @@ TEST(PlannerRpcTest, MatchesTheServiceDescriptor) {
   ASSERT_EQ(service->method_count(), static_cast<int>(kPlannerRpcCount));
   for (size_t i = 0; i < kPlannerRpcCount; ++i) {
     EXPECT_EQ(Index(kAllPlannerRpcs[i]), i);
-    EXPECT_EQ(std::string(RpcName(kAllPlannerRpcs[i])), service->method(static_cast<int>(i))->name());
+    EXPECT_EQ(std::string(RpcName(kAllPlannerRpcs[i])),
+              service->method(static_cast<int>(i))->name());
   }
 }
 

@@ -1,16 +1,16 @@
 // The PartitionPlanner service end to end over loopback, with a fake
 // planner backend: answers, error details, a full pool, deadlines and
 // client cancellation.
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/support/error_details.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <memory>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/support/error_details.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
@@ -52,8 +52,7 @@ TEST(PlannerServiceTest, LogsOneLinePerCallWithItsRequestId) {
       "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
   ConfigureLogging(LogFormat::kText);
   {
-    std::unique_ptr<PlannerServer> server =
-        StartTestServer(std::make_unique<FakePlannerBackend>());
+    std::unique_ptr<PlannerServer> server = StartTestServer(std::make_unique<FakePlannerBackend>());
     ASSERT_NE(server, nullptr);
     v1::ValidateRequest request;
     request.mutable_graph()->add_nodes()->set_name("x");
@@ -70,8 +69,8 @@ TEST(PlannerServiceTest, LogsOneLinePerCallWithItsRequestId) {
     if (absl::StrContains(line, " rpc ")) rpc_lines.emplace_back(line);
   }
   ASSERT_EQ(rpc_lines.size(), 1u) << log.str();
-  EXPECT_TRUE(absl::StrContains(
-      rpc_lines[0], "rpc method=Validate nodes=1 devices=1 code=OK duration_ms="))
+  EXPECT_TRUE(
+      absl::StrContains(rpc_lines[0], "rpc method=Validate nodes=1 devices=1 code=OK duration_ms="))
       << rpc_lines[0];
   EXPECT_TRUE(absl::StrContains(rpc_lines[0], " request_id=req-42")) << rpc_lines[0];
 }
@@ -86,8 +85,8 @@ TEST(PlannerServiceTest, PartitionGraphReturnsTheBackendsPlan) {
 
   grpc::ClientContext context;
   v1::PartitionGraphResponse response;
-  const grpc::Status status = NewPlannerStub(*server)->PartitionGraph(
-      &context, v1::PartitionGraphRequest(), &response);
+  const grpc::Status status =
+      NewPlannerStub(*server)->PartitionGraph(&context, v1::PartitionGraphRequest(), &response);
 
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.plan().summary().planner(), "partitioner/size_based");
@@ -103,8 +102,7 @@ TEST(PlannerServiceTest, InvalidArgumentCarriesBadRequestFieldViolation) {
 
   grpc::ClientContext context;
   v1::PlanResponse response;
-  const grpc::Status status =
-      NewPlannerStub(*server)->Plan(&context, v1::PlanRequest(), &response);
+  const grpc::Status status = NewPlannerStub(*server)->Plan(&context, v1::PlanRequest(), &response);
 
   ASSERT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(status.error_message(), "graph.nodes[12].args[0]: refers to unknown node 'foo'");
@@ -125,8 +123,8 @@ TEST(PlannerServiceTest, FullPoolAndQueueAnswerResourceExhaustedAtOnce) {
   ServerOptions options = TestServerOptions();
   options.planner_threads = 1;
   options.queue_depth = 1;
-  std::unique_ptr<PlannerServer> server = StartTestServer(
-      std::make_unique<FakePlannerBackend>(BlockUntil(release, started)), options);
+  std::unique_ptr<PlannerServer> server =
+      StartTestServer(std::make_unique<FakePlannerBackend>(BlockUntil(release, started)), options);
   ASSERT_NE(server, nullptr);
   auto stub = NewPlannerStub(*server);
 
@@ -170,8 +168,7 @@ TEST(PlannerServiceTest, DeadlineStopsThePlanner) {
   ASSERT_TRUE(probe.stopped.WaitForNotificationWithTimeout(kTestTimeout));
   // The token has the call's deadline, and OnCancel fires it too; either
   // way the planner stopped because of the expired call.
-  EXPECT_TRUE(absl::IsDeadlineExceeded(probe.stop_status) ||
-              absl::IsCancelled(probe.stop_status))
+  EXPECT_TRUE(absl::IsDeadlineExceeded(probe.stop_status) || absl::IsCancelled(probe.stop_status))
       << probe.stop_status;
 }
 

@@ -8,19 +8,19 @@
 //   auto backend = std::make_unique<FakePlannerBackend>(BlockUntil(release, started));
 //   std::unique_ptr<PlannerServer> server = StartTestServer(std::move(backend));
 //   auto stub = NewPlannerStub(*server);
-//   auto call = StartValidate(*stub, v1::ValidateRequest());
-//   started.WaitFor(1);     // the planner is running the call
+//   std::unique_ptr<PendingValidate> call = StartValidate(*stub);
+//   ASSERT_TRUE(started.WaitFor(1));   // the planner is running the call
 //   release.Notify();
-//   call->done.WaitForNotification();
+//   ASSERT_TRUE(WaitForCall(*call));
 #ifndef PARTPLAN_TESTS_SERVER_TEST_UTIL_H_
 #define PARTPLAN_TESTS_SERVER_TEST_UTIL_H_
+
+#include <grpcpp/grpcpp.h>
 
 #include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
