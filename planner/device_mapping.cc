@@ -11,16 +11,33 @@
 
 namespace partplan {
 
+std::vector<DeviceLoad> ChargePlacedPartitions(const DeviceList& devices,
+                                               const PartitionSet& set) {
+  std::vector<DeviceLoad> loads(devices.size());
+  for (int32_t p = 0; p < static_cast<int32_t>(set.partitions.size()); ++p) {
+    for (int32_t logical_id : set.partitions[p].logical_device_ids) {
+      DeviceLoad& load = loads[devices.IndexOf(logical_id)];
+      load.used_bytes += set.partitions[p].memory_bytes;
+      load.partitions.push_back(p);
+    }
+  }
+  return loads;
+}
+
 absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList& devices,
                                     const CancellationToken& token, PartitionSet* set,
                                     std::vector<DeviceLoad>* loads) {
   const int num_devices = devices.size();
-  loads->assign(num_devices, DeviceLoad());
+  *loads = ChargePlacedPartitions(devices, *set);
   std::vector<int64_t> room(num_devices);
-  for (int d = 0; d < num_devices; ++d) room[d] = devices[d].available_memory_bytes;
   // Nodes held by each device, to charge shared inputs once per device.
   std::vector<absl::flat_hash_set<NodeId>> held(num_devices);
-
+  for (int d = 0; d < num_devices; ++d) {
+    room[d] = devices[d].available_memory_bytes - (*loads)[d].used_bytes;
+    for (int32_t p : (*loads)[d].partitions) {
+      held[d].insert(set->partitions[p].nodes.begin(), set->partitions[p].nodes.end());
+    }
+  }
   auto place = [&](int32_t p, int d, int64_t bytes) {
     Partition& partition = set->partitions[p];
     room[d] -= bytes;
@@ -31,14 +48,7 @@ absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList&
 
   std::vector<int32_t> unplaced;
   for (int32_t p = 0; p < static_cast<int32_t>(set->partitions.size()); ++p) {
-    const Partition& partition = set->partitions[p];
-    if (partition.logical_device_ids.empty()) {
-      unplaced.push_back(p);
-      continue;
-    }
-    for (int32_t logical_id : partition.logical_device_ids) {
-      place(p, devices.IndexOf(logical_id), partition.memory_bytes);
-    }
+    if (set->partitions[p].logical_device_ids.empty()) unplaced.push_back(p);
   }
   if (unplaced.empty()) return absl::OkStatus();
 

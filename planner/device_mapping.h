@@ -38,6 +38,11 @@ struct DeviceLoad {
   std::vector<int32_t> partitions;  // ascending
 };
 
+// Charges each placed partition's full memory to each of its devices
+// (torch.fx's get_device_partition_stats); unplaced partitions are skipped.
+std::vector<DeviceLoad> ChargePlacedPartitions(const DeviceList& devices,
+                                               const PartitionSet& set);
+
 absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList& devices,
                                     const CancellationToken& token, PartitionSet* set,
                                     std::vector<DeviceLoad>* loads);

@@ -49,6 +49,22 @@ PartitionSet PartitionBuilder::Finish() && {
   return set;
 }
 
+int64_t NodeSetMemory::Compute(absl::Span<const NodeId> nodes) {
+  if (++epoch_ == 0) {  // wrapped: clear stale marks
+    std::fill(mark_.begin(), mark_.end(), 0);
+    epoch_ = 1;
+  }
+  for (NodeId v : nodes) mark_[v] = epoch_;
+  int64_t bytes = 0;
+  for (NodeId v : nodes) {
+    bytes += graph_.total_bytes(v);
+    for (NodeId u : graph_.inputs(v)) {
+      if (mark_[u] != epoch_) bytes += graph_.output_bytes(u);
+    }
+  }
+  return bytes;
+}
+
 void LinkPartitions(const CompactGraph& graph, PartitionSet* set) {
   for (Partition& partition : set->partitions) {
     partition.parents.clear();

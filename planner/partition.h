@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "planner/graph.h"
 
 namespace partplan {
@@ -66,6 +67,21 @@ class PartitionBuilder {
   const CompactGraph& graph_;
   std::vector<Partition> partitions_;
   std::vector<int32_t> last_partition_;  // newest partition holding each node
+};
+
+// torch.fx's recalculate_mem_size for any set of nodes: the sum over
+// `nodes` of their total size plus the output size of their inputs outside
+// the set. Reuses one marker array across calls: O(|nodes| + their inputs).
+class NodeSetMemory {
+ public:
+  explicit NodeSetMemory(const CompactGraph& graph)
+      : graph_(graph), mark_(graph.num_nodes(), 0) {}
+  int64_t Compute(absl::Span<const NodeId> nodes);
+
+ private:
+  const CompactGraph& graph_;
+  std::vector<uint32_t> mark_;
+  uint32_t epoch_ = 0;
 };
 
 // Sets parents and children from partition_of: p is a parent of c when a

@@ -6,10 +6,12 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "planner/aot_partitioner.h"
 #include "planner/device_mapping.h"
 #include "planner/latency.h"
 #include "planner/module_split.h"
 #include "planner/partition.h"
+#include "planner/saturate_host.h"
 #include "planner/size_based_partitioner.h"
 #include "planner/status_util.h"
 
@@ -148,14 +150,6 @@ absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
   }
   v1::PartitionerConfig::Mode mode = config.mode();
   if (mode == v1::PartitionerConfig::MODE_UNSPECIFIED) mode = v1::PartitionerConfig::SIZE_BASED;
-  if (mode != v1::PartitionerConfig::SIZE_BASED) {
-    return absl::UnimplementedError(absl::StrCat(
-        "partitioner mode ", v1::PartitionerConfig::Mode_Name(mode),
-        " is not implemented yet; SIZE_BASED is"));
-  }
-  if (config.saturate_host()) {
-    return absl::UnimplementedError("saturate_host is not implemented yet");
-  }
   const std::string planner =
       absl::AsciiStrToLower(absl::StrCat("partitioner/", v1::PartitionerConfig::Mode_Name(mode)));
 
@@ -165,7 +159,10 @@ absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
   }
   PartitionSet set;
   std::vector<DeviceLoad> loads;
-  if (graph.graph_total_bytes() <= largest_memory) {
+  if (mode == v1::PartitionerConfig::AOT_BASED) {
+    PARTPLAN_ASSIGN_OR_RETURN(set, AotPartition(graph, devices, config));
+    loads = ChargePlacedPartitions(devices, set);
+  } else if (graph.graph_total_bytes() <= largest_memory) {
     set = SinglePartition(graph, devices, &loads);
   } else if (graph.graph_total_bytes() > TotalMemory(devices)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -173,9 +170,19 @@ absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
         " bytes and the ", devices.size(), " devices have ", TotalMemory(devices),
         " bytes together"));
   } else {
-    PARTPLAN_ASSIGN_OR_RETURN(set, SizeBasedPartition(graph, devices, token));
-    PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));
+    switch (mode) {
+      case v1::PartitionerConfig::SIZE_BASED: {
+        PARTPLAN_ASSIGN_OR_RETURN(set, SizeBasedPartition(graph, devices, token));
+        PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));
+        break;
+      }
+      default:
+        return absl::UnimplementedError(absl::StrCat(
+            "partitioner mode ", v1::PartitionerConfig::Mode_Name(mode),
+            " is not implemented yet; SIZE_BASED and AOT_BASED are"));
+    }
   }
+  if (config.saturate_host()) SaturateHost(devices, &set, &loads);
   PARTPLAN_ASSIGN_OR_RETURN(
       ModuleSplit split,
       SplitModule(graph, set.partition_of, /*keep_original_order=*/false, "config", token));

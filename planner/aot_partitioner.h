@@ -1,0 +1,33 @@
+// AotPartition: torch.fx's `aot_based` mode, the caller's own plan.
+//
+// The caller gives the partition of every call_* node (graph inputs may be
+// given too; those read by a partition are copied in anyway) and the
+// devices of every partition. Partitions are numbered 0..P-1 by the caller;
+// their memory is torch.fx's used_mem_bytes of their node sets. As in
+// torch.fx, memory is not checked against the devices.
+//
+// Deliberate differences from torch 1.13, which trusts the maps: every
+// call_* node must be assigned exactly once, ids must be 0..P-1 with
+// devices for each, devices must exist (INVALID_ARGUMENT naming the entry
+// otherwise); and parents and children are filled in (torch.fx leaves them
+// empty in this mode).
+//
+//   PARTPLAN_ASSIGN_OR_RETURN(PartitionSet set,
+//                             AotPartition(graph, devices, request.config()));
+#ifndef PARTPLAN_PLANNER_AOT_PARTITIONER_H_
+#define PARTPLAN_PLANNER_AOT_PARTITIONER_H_
+
+#include "absl/status/statusor.h"
+#include "partplan/v1/plan.pb.h"
+#include "planner/devices.h"
+#include "planner/graph.h"
+#include "planner/partition.h"
+
+namespace partplan {
+
+absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const DeviceList& devices,
+                                          const v1::PartitionerConfig& config);
+
+}  // namespace partplan
+
+#endif  // PARTPLAN_PLANNER_AOT_PARTITIONER_H_
