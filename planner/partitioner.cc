@@ -13,6 +13,7 @@
 #include "planner/partition.h"
 #include "planner/saturate_host.h"
 #include "planner/size_based_partitioner.h"
+#include "planner/sparse_nn_partitioner.h"
 #include "planner/status_util.h"
 
 namespace partplan {
@@ -176,10 +177,24 @@ absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
         PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));
         break;
       }
+      case v1::PartitionerConfig::SPARSE_NN: {
+        for (int d = 1; d < devices.size(); ++d) {
+          if (devices[d].available_memory_bytes != devices[0].available_memory_bytes) {
+            return InvalidFieldError(
+                absl::StrCat("devices.devices[", d, "].available_memory_bytes"),
+                absl::StrCat("SPARSE_NN needs devices of the same memory size: devices[0] has ",
+                             devices[0].available_memory_bytes, " bytes, devices[", d, "] has ",
+                             devices[d].available_memory_bytes));
+          }
+        }
+        PARTPLAN_ASSIGN_OR_RETURN(set, SparseNnPartition(graph, devices, token));
+        loads = ChargePlacedPartitions(devices, set);
+        break;
+      }
       default:
         return absl::UnimplementedError(absl::StrCat(
             "partitioner mode ", v1::PartitionerConfig::Mode_Name(mode),
-            " is not implemented yet; SIZE_BASED and AOT_BASED are"));
+            " is not implemented yet; SIZE_BASED, SPARSE_NN and AOT_BASED are"));
     }
   }
   if (config.saturate_host()) SaturateHost(devices, &set, &loads);
