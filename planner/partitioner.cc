@@ -200,7 +200,9 @@ absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
   if (config.saturate_host()) SaturateHost(devices, &set, &loads);
   PARTPLAN_ASSIGN_OR_RETURN(
       ModuleSplit split,
-      SplitModule(graph, set.partition_of, /*keep_original_order=*/false, "config", token));
+      SplitModule(graph, set.partition_of, /*keep_original_order=*/false,
+                  mode == v1::PartitionerConfig::AOT_BASED ? "config.node_partitions" : "config",
+                  token));
   PARTPLAN_ASSIGN_OR_RETURN(const PlanLatency latency,
                             EstimatePlanLatency(graph, devices, set, token));
   return ToProto(graph, devices, set, loads, split, latency, planner);

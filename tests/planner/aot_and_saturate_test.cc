@@ -1,0 +1,138 @@
+// aot_based plans (the caller's maps, validated) and saturate_host
+// replication, on small graphs worked out by hand.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/entry_points.h"
+#include "planner/status_util.h"
+#include "tests/planner/test_graphs.h"
+
+namespace partplan {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// x -> a -> b -> c -> output, every node 10 bytes.
+v1::PartitionGraphRequest AotRequest(const std::vector<std::pair<std::string, int>>& nodes,
+                                     const std::vector<std::vector<int32_t>>& devices) {
+  v1::PartitionGraphRequest request;
+  *request.mutable_graph() = TestGraph()
+                                 .Placeholder("x", 10)
+                                 .Op("a", {"x"}, 10, 10)
+                                 .Op("b", {"a"}, 10, 10)
+                                 .Op("c", {"b", "x"}, 10, 10)
+                                 .Output({"c"})
+                                 .Build();
+  *request.mutable_devices() = TestDevices({100, 100, 100});
+  v1::PartitionerConfig* config = request.mutable_config();
+  config->set_mode(v1::PartitionerConfig::AOT_BASED);
+  for (const auto& [node, partition] : nodes) {
+    v1::NodePartition* entry = config->add_node_partitions();
+    entry->set_node(node);
+    entry->set_partition(partition);
+  }
+  for (size_t p = 0; p < devices.size(); ++p) {
+    v1::PartitionDevices* entry = config->add_partition_devices();
+    entry->set_partition(static_cast<int32_t>(p));
+    for (int32_t id : devices[p]) entry->add_logical_device_ids(id);
+  }
+  return request;
+}
+
+absl::StatusOr<v1::PartitionPlan> PlanWith(const v1::PartitionGraphRequest& request) {
+  CancellationToken token;
+  absl::StatusOr<v1::PartitionGraphResponse> response =
+      PartitionGraph(request, InputLimits(), token);
+  if (!response.ok()) return response.status();
+  return response->plan();
+}
+
+std::vector<int32_t> Ids(const google::protobuf::RepeatedField<int32_t>& ids) {
+  return {ids.begin(), ids.end()};
+}
+std::vector<std::string> Names(const google::protobuf::RepeatedPtrField<std::string>& names) {
+  return {names.begin(), names.end()};
+}
+
+TEST(AotBasedTest, UsesTheCallersMapsEvenWhenOneDeviceWouldDo) {
+  absl::StatusOr<v1::PartitionPlan> plan =
+      PlanWith(AotRequest({{"a", 0}, {"b", 1}, {"c", 1}}, {{2}, {1}}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->partitions_size(), 2);
+  EXPECT_THAT(Names(plan->partitions(0).nodes()), ElementsAre("x", "a"));
+  EXPECT_EQ(plan->partitions(0).memory_bytes(), 20);
+  EXPECT_THAT(Ids(plan->partitions(0).logical_device_ids()), ElementsAre(2));
+  // Partition 1 holds b and c, and x (read by c) copied in:
+  // x 10 + b (10 + a's output 10) + c 10.
+  EXPECT_THAT(Names(plan->partitions(1).nodes()), ElementsAre("x", "b", "c"));
+  EXPECT_EQ(plan->partitions(1).memory_bytes(), 40);
+  EXPECT_THAT(Ids(plan->partitions(1).parents()), ElementsAre(0));
+  EXPECT_THAT(Ids(plan->partitions(0).children()), ElementsAre(1));
+}
+
+struct BadAotCase {
+  std::string name;
+  std::vector<std::pair<std::string, int>> nodes;
+  std::vector<std::vector<int32_t>> devices;
+  std::string field;
+  std::string message;
+};
+
+class BadAotTest : public ::testing::TestWithParam<BadAotCase> {};
+
+TEST_P(BadAotTest, IsInvalidArgumentNamingTheEntry) {
+  absl::StatusOr<v1::PartitionPlan> plan = PlanWith(AotRequest(GetParam().nodes, GetParam().devices));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument) << plan.status();
+  EXPECT_EQ(InvalidFieldPath(plan.status()).value_or("<none>"), GetParam().field)
+      << plan.status();
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr(GetParam().message));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllChecks, BadAotTest,
+    ::testing::ValuesIn(std::vector<BadAotCase>{
+        {"UnknownNode", {{"a", 0}, {"zz", 0}}, {{0}}, "config.node_partitions[1].node",
+         "no node is called 'zz'"},
+        {"OutputNode", {{"output", 0}}, {{0}}, "config.node_partitions[0].node", "OUTPUT"},
+        {"Twice", {{"a", 0}, {"a", 0}}, {{0}}, "config.node_partitions[1].node",
+         "already assigned by config.node_partitions[0]"},
+        {"Missing", {{"a", 0}, {"b", 0}}, {{0}}, "config.node_partitions",
+         "node 'c' (graph.nodes[3]) has no partition"},
+        {"PartitionWithoutDevices", {{"a", 0}, {"b", 1}, {"c", 1}}, {{0}},
+         "config.node_partitions[1].partition", "partition 1 has no config.partition_devices"},
+        {"UnknownDevice", {{"a", 0}, {"b", 0}, {"c", 0}}, {{7}},
+         "config.partition_devices[0].logical_device_ids[0]", "no device has logical id 7"},
+        {"Cycle", {{"a", 0}, {"b", 1}, {"c", 0}}, {{0}, {1}}, "config.node_partitions",
+         "cycle exists between partitions: partitions 0, 1"},
+        {"EmptyPartition", {{"a", 0}, {"b", 0}, {"c", 0}}, {{0}, {1}}, "config.partition_devices",
+         "partition 1 has no nodes"},
+    }),
+    [](const ::testing::TestParamInfo<BadAotCase>& info) { return info.param.name; });
+
+TEST(SaturateHostTest, ReplicatesEveryUsedDeviceOntoTheSmallestIdleDeviceThatFits) {
+  // Two partitions on dev0 and dev1 (aot), six devices.
+  v1::PartitionGraphRequest request = AotRequest({{"a", 0}, {"b", 0}, {"c", 1}}, {{0}, {1}});
+  *request.mutable_devices() = TestDevices({100, 100, 25, 40, 30, 200});
+  request.mutable_config()->set_saturate_host(true);
+  absl::StatusOr<v1::PartitionPlan> plan = PlanWith(request);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // Partition 0 (x, a, b: 30 bytes) on dev0; partition 1 (x, c: 30) on dev1.
+  // Round 1: dev0 -> smallest idle >= 30 is dev4 (30); dev1 -> dev3 (40).
+  // Round 2 needs 2 * 2 + 2 = 6 <= 6 devices: dev0 -> dev5 (200); dev1 finds
+  // only dev2 (25 < 30): the round is dropped.
+  EXPECT_THAT(Ids(plan->partitions(0).logical_device_ids()), ElementsAre(0, 4));
+  EXPECT_THAT(Ids(plan->partitions(1).logical_device_ids()), ElementsAre(1, 3));
+  EXPECT_EQ(plan->device_usage(4).used_bytes(), 30);
+  EXPECT_THAT(Ids(plan->device_usage(4).partitions()), ElementsAre(0));
+  EXPECT_EQ(plan->summary().devices_used(), 4);
+  // The DAG lists every device of a partition.
+  EXPECT_THAT(Ids(plan->dag(0).logical_device_ids()), ElementsAre(0, 4));
+}
+
+}  // namespace
+}  // namespace partplan
