@@ -34,12 +34,42 @@ double NodeSeconds(const CompactGraph& graph, const DeviceList& devices, NodeId 
   return std::max(compute, memory);
 }
 
+// Adds to each parent -> child edge the output bytes of the graph inputs
+// that the child's call_* nodes read and that the parent holds too (each
+// once per edge), as torch.fx's get_comm_latency_between counts them.
+void ChargeSharedGraphInputs(const CompactGraph& graph, const PartitionSet& set,
+                             absl::flat_hash_map<uint64_t, double>& edge_bytes) {
+  std::vector<int32_t> read_by(graph.num_nodes(), -1);  // marks inputs per child
+  for (int32_t c = 0; c < static_cast<int32_t>(set.partitions.size()); ++c) {
+    const Partition& child = set.partitions[c];
+    std::vector<NodeId> inputs_read;
+    for (NodeId v : child.nodes) {
+      if (!graph.is_op_node(v)) continue;
+      for (NodeId u : graph.inputs(v)) {
+        if (graph.is_input_node(u) && read_by[u] != c) {
+          read_by[u] = c;
+          inputs_read.push_back(u);
+        }
+      }
+    }
+    for (int32_t p : child.parents) {
+      const std::vector<NodeId>& held = set.partitions[p].nodes;  // sorted
+      for (NodeId u : inputs_read) {
+        if (std::binary_search(held.begin(), held.end(), u)) {
+          edge_bytes[PairKey(p, c)] += static_cast<double>(graph.output_bytes(u));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
                                                 const DeviceList& devices,
                                                 const PartitionSet& set,
-                                                const CancellationToken& token) {
+                                                const CancellationToken& token,
+                                                const LatencyOptions& options) {
   const int32_t num_partitions = static_cast<int32_t>(set.partitions.size());
   std::vector<int> device_of(num_partitions, -1);
   for (int32_t p = 0; p < num_partitions; ++p) {
@@ -71,6 +101,10 @@ absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
     }
     path_seconds[v] = before + NodeSeconds(graph, devices, v, device_of[p]);
     result.partition_seconds[p] = std::max(result.partition_seconds[p], path_seconds[v]);
+  }
+
+  if (options.charge_shared_graph_inputs) {
+    ChargeSharedGraphInputs(graph, set, edge_bytes);
   }
 
   // Longest path through the partition DAG, in Kahn order.

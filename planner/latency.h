@@ -29,6 +29,15 @@
 
 namespace partplan {
 
+struct LatencyOptions {
+  // torch.fx's get_comm_latency_between also charges, on a parent -> child
+  // edge, the graph inputs (placeholders, get_attrs) the child reads that
+  // are copied into the parent too. They never travel between partitions,
+  // so partplan's reports leave them out; the searches that reproduce
+  // torch.fx's decisions (cost_aware) turn this on.
+  bool charge_shared_graph_inputs = false;
+};
+
 struct PlanLatency {
   // Longest internal path of each partition, in seconds.
   std::vector<double> partition_seconds;
@@ -36,10 +45,12 @@ struct PlanLatency {
   double critical_path_seconds = 0;
 };
 
+// INVALID_ARGUMENT when the partitions depend on each other in a cycle.
 absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
                                                 const DeviceList& devices,
                                                 const PartitionSet& set,
-                                                const CancellationToken& token);
+                                                const CancellationToken& token,
+                                                const LatencyOptions& options = {});
 
 }  // namespace partplan
 

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "planner/aot_partitioner.h"
+#include "planner/cost_aware_partitioner.h"
 #include "planner/device_mapping.h"
 #include "planner/latency.h"
 #include "planner/module_split.h"
@@ -191,10 +192,15 @@ absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
         loads = ChargePlacedPartitions(devices, set);
         break;
       }
+      case v1::PartitionerConfig::COST_AWARE: {
+        PARTPLAN_ASSIGN_OR_RETURN(set, CostAwarePartition(graph, devices, {}, token));
+        loads = ChargePlacedPartitions(devices, set);
+        break;
+      }
       default:
         return absl::UnimplementedError(absl::StrCat(
             "partitioner mode ", v1::PartitionerConfig::Mode_Name(mode),
-            " is not implemented yet; SIZE_BASED, SPARSE_NN and AOT_BASED are"));
+            " is not implemented yet; SIZE_BASED, SPARSE_NN, COST_AWARE and AOT_BASED are"));
     }
   }
   if (config.saturate_host()) SaturateHost(devices, &set, &loads);
