@@ -9,6 +9,7 @@
 #include "planner/aot_partitioner.h"
 #include "planner/cost_aware_partitioner.h"
 #include "planner/device_mapping.h"
+#include "planner/kl_partitioner.h"
 #include "planner/latency.h"
 #include "planner/module_split.h"
 #include "planner/partition.h"
@@ -142,6 +143,9 @@ absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
                                                      const DeviceList& devices,
                                                      const v1::PartitionerConfig& config,
                                                      const CancellationToken& token) {
+  if (!v1::PartitionerConfig::Mode_IsValid(config.mode())) {
+    return InvalidFieldError("config.mode", absl::StrCat("unknown partitioner mode ", config.mode()));
+  }
   if (devices.empty()) {
     return InvalidFieldError("devices.devices", "no devices: the inventory lists no device");
   }
@@ -197,10 +201,13 @@ absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
         loads = ChargePlacedPartitions(devices, set);
         break;
       }
-      default:
-        return absl::UnimplementedError(absl::StrCat(
-            "partitioner mode ", v1::PartitionerConfig::Mode_Name(mode),
-            " is not implemented yet; SIZE_BASED, SPARSE_NN, COST_AWARE and AOT_BASED are"));
+      case v1::PartitionerConfig::KL_BASED: {
+        PARTPLAN_ASSIGN_OR_RETURN(set, KlPartition(graph, devices, {}, token));
+        loads = ChargePlacedPartitions(devices, set);
+        break;
+      }
+      default:  // AOT_BASED was handled above; Mode_IsValid ruled out the rest.
+        return absl::InternalError(absl::StrCat("unhandled partitioner mode ", mode));
     }
   }
   if (config.saturate_host()) SaturateHost(devices, &set, &loads);

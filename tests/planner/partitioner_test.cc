@@ -198,10 +198,12 @@ TEST(SizeBasedTest, SharedInputsAreCopiedIntoEveryPartitionThatReadsThem) {
   EXPECT_EQ(plan->summary().cross_partition_bytes(), 10);
 }
 
-TEST(SizeBasedTest, UnimplementedModesSaySo) {
-  v1::PartitionGraphRequest request = Request(Chain(), {100, 100});
-  request.mutable_config()->set_mode(v1::PartitionerConfig::KL_BASED);
-  EXPECT_EQ(Partition(request).status().code(), absl::StatusCode::kUnimplemented);
+TEST(SizeBasedTest, UnknownModeIsInvalidArgument) {
+  v1::PartitionGraphRequest request = Request(Chain(), {1000});
+  request.mutable_config()->set_mode(static_cast<v1::PartitionerConfig::Mode>(42));
+  absl::StatusOr<v1::PartitionPlan> plan = Partition(request);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InvalidFieldPath(plan.status()).value_or(""), "config.mode");
 }
 
 TEST(SizeBasedTest, StopsWhenCancelled) {
