@@ -49,6 +49,25 @@ ABSL_FLAG(int64_t, max_values, kDefaultLimits.max_values,
           "Most flat argument elements in one request graph.");
 ABSL_FLAG(int64_t, max_devices, kDefaultLimits.max_devices,
           "Most devices in one device inventory.");
+ABSL_FLAG(int32_t, health_port, -1,
+          "Extra plaintext port serving only grpc.health.v1.Health, for Kubernetes gRPC probes "
+          "(which cannot speak TLS); 0 picks a free port, -1 means none. Health is always served "
+          "on --port too.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the server; with --tls_key, serves gRPC over TLS only. "
+          "Re-read every --credentials_reload_seconds.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key (unencrypted) matching --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM bundle of CAs signing client certificates; when set, clients must present one "
+          "(mutual TLS). Needs --tls_cert and --tls_key.");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "File of accepted bearer tokens, one per line ('#' comments); when set, calls need "
+          "metadata 'authorization: Bearer <token>' (health never does) or get UNAUTHENTICATED.");
+ABSL_FLAG(bool, reflection_requires_auth, true,
+          "With --auth_tokens_file: whether server reflection needs a token too.");
+ABSL_FLAG(int32_t, credentials_reload_seconds, 60,
+          "How often the TLS files and the tokens file are re-read, so rotated secrets apply "
+          "without a restart (at least 1).");
 
 namespace partplan {
 namespace {
@@ -118,6 +137,15 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   options.limits.max_values_per_node = absl::GetFlag(FLAGS_max_values_per_node);
   options.limits.max_values = absl::GetFlag(FLAGS_max_values);
   options.limits.max_devices = absl::GetFlag(FLAGS_max_devices);
+  options.health_port = absl::GetFlag(FLAGS_health_port);
+  const absl::Duration reload = absl::Seconds(absl::GetFlag(FLAGS_credentials_reload_seconds));
+  options.tls.cert_path = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.key_path = absl::GetFlag(FLAGS_tls_key);
+  options.tls.client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
+  options.tls.reload_interval = reload;
+  options.auth.tokens_path = absl::GetFlag(FLAGS_auth_tokens_file);
+  options.auth.reflection_requires_auth = absl::GetFlag(FLAGS_reflection_requires_auth);
+  options.auth.reload_interval = reload;
   if (absl::Status status = ValidateServerOptions(options); !status.ok()) return status;
   return options;
 }

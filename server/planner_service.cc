@@ -114,6 +114,12 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
                                                  const Request* request, Response* response) {
   auto* call = new PlannerCall(rpc, *context, request->graph().nodes_size(), DeviceCount(*request),
                                metrics_);
+  if (authenticator_ != nullptr) {
+    if (const grpc::Status auth = authenticator_->Check(context->client_metadata()); !auth.ok()) {
+      call->Complete(absl::UnauthenticatedError(auth.error_message()));
+      return call;
+    }
+  }
   // gRPC keeps `request` and `response` alive until the call is finished.
   auto run = [this, rpc, plan, call, request, response] {
     metrics_.queue_depth().Decrement();

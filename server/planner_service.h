@@ -9,7 +9,9 @@
 //     runs out of time (gRPC then cancels the calls left) fires the token,
 //     and the planner stops;
 //   - every call is counted in ServerMetrics and logged in one line with its
-//     method, graph size, status code, duration and x-request-id.
+//     method, graph size, status code, duration and x-request-id;
+//   - with an authenticator (auth.h), a call without an accepted bearer
+//     token gets UNAUTHENTICATED before anything is queued.
 //
 //   partplan::PlannerService service(*backend, pool, metrics);
 //   grpc::ServerBuilder builder;
@@ -22,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "partplan/v1/planner_service.grpc.pb.h"
 #include "planner/cancellation.h"
+#include "server/auth.h"
 #include "server/bounded_thread_pool.h"
 #include "server/metrics.h"
 #include "server/planner_backend.h"
@@ -31,9 +34,11 @@ namespace partplan {
 
 class PlannerService final : public v1::PartitionPlanner::CallbackService {
  public:
-  // All three must outlive the service.
-  PlannerService(PlannerBackend& backend, BoundedThreadPool& pool, const ServerMetrics& metrics)
-      : backend_(backend), pool_(pool), metrics_(metrics) {}
+  // All must outlive the service; `authenticator` may be null (no token
+  // authentication).
+  PlannerService(PlannerBackend& backend, BoundedThreadPool& pool, const ServerMetrics& metrics,
+                 const TokenAuthenticator* authenticator = nullptr)
+      : backend_(backend), pool_(pool), metrics_(metrics), authenticator_(authenticator) {}
 
   grpc::ServerUnaryReactor* PartitionGraph(grpc::CallbackServerContext* context,
                                            const v1::PartitionGraphRequest* request,
@@ -72,6 +77,7 @@ class PlannerService final : public v1::PartitionPlanner::CallbackService {
   PlannerBackend& backend_;
   BoundedThreadPool& pool_;
   const ServerMetrics& metrics_;
+  const TokenAuthenticator* const authenticator_;
 };
 
 }  // namespace partplan

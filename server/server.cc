@@ -3,6 +3,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <chrono>
 #include <exception>
 #include <utility>
 #include <vector>
@@ -23,6 +24,21 @@ std::string HostPort(const std::string& host, int port) {
     return absl::StrCat("[", host, "]:", port);
   }
   return absl::StrCat(host, ":", port);
+}
+
+// The server interceptors of every listener: token checks when auth is on.
+std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+AuthInterceptors(const TokenAuthenticator* authenticator, const AuthOptions& options) {
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+  if (authenticator != nullptr) {
+    creators.push_back(NewAuthInterceptorFactory(*authenticator, options.reflection_requires_auth));
+  }
+  return creators;
+}
+
+const char* TlsMode(const TlsOptions& tls) {
+  if (!tls.enabled()) return "off";
+  return tls.client_ca_path.empty() ? "tls" : "mtls";
 }
 
 }  // namespace
@@ -50,22 +66,48 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
   if (options.drain_deadline < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("drain deadline must not be negative");
   }
+  if (options.health_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("health port out of range: ", options.health_port));
+  }
+  if (options.health_port > 0 &&
+      (options.health_port == options.port || options.health_port == options.metrics_port)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("health port ", options.health_port, " is also the gRPC or the metrics port"));
+  }
+  if (absl::Status status = ValidateTlsOptions(options.tls); !status.ok()) return status;
+  if (absl::Status status = ValidateAuthOptions(options.auth); !status.ok()) return status;
   return options.limits.CheckAndSetup();
 }
 
-PlannerServer::PlannerServer(const ServerOptions& options, std::unique_ptr<PlannerBackend> backend)
+PlannerServer::PlannerServer(const ServerOptions& options, std::unique_ptr<PlannerBackend> backend,
+                             std::unique_ptr<TokenAuthenticator> authenticator)
     : options_(options),
       backend_(std::move(backend)),
+      authenticator_(std::move(authenticator)),
       registry_(std::make_shared<prometheus::Registry>()),
       metrics_(*registry_),
       pool_(options.planner_threads, options.queue_depth),
-      service_(*backend_, pool_, metrics_) {}
+      service_(*backend_, pool_, metrics_, authenticator_.get()) {}
 
 absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
     const ServerOptions& options, std::unique_ptr<PlannerBackend> backend) {
   if (absl::Status status = ValidateServerOptions(options); !status.ok()) return status;
   if (backend == nullptr) backend = NewLibraryPlannerBackend(options.limits);
-  std::unique_ptr<PlannerServer> server(new PlannerServer(options, std::move(backend)));
+  // Broken certificates or token files stop the server here, not at the
+  // first call.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      NewServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
+  std::unique_ptr<TokenAuthenticator> authenticator;
+  if (options.auth.enabled()) {
+    absl::StatusOr<std::unique_ptr<TokenAuthenticator>> loaded =
+        TokenAuthenticator::Load(options.auth.tokens_path, options.auth.reload_interval);
+    if (!loaded.ok()) return loaded.status();
+    authenticator = *std::move(loaded);
+  }
+  std::unique_ptr<PlannerServer> server(
+      new PlannerServer(options, std::move(backend), std::move(authenticator)));
 
   if (options.metrics_port >= 0) {
     const std::string address = HostPort(options.host, options.metrics_port);
@@ -92,19 +134,42 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
 
   const std::string address = HostPort(options.host, options.port);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(address, *credentials, &server->port_);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   // gRPC sets SO_REUSEPORT by default, so a second server on a taken port
   // would start and silently share its traffic; fail instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&server->service_);
+  builder.experimental().SetInterceptorCreators(
+      AuthInterceptors(server->authenticator_.get(), options.auth));
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", address));
   }
+
+  if (options.health_port >= 0) {
+    // Only the default health service (and reflection, which the global
+    // plugin adds everywhere and the interceptors guard) is registered.
+    const std::string health_address = HostPort(options.host, options.health_port);
+    grpc::ServerBuilder health_builder;
+    health_builder.AddListeningPort(health_address, grpc::InsecureServerCredentials(),
+                                    &server->health_port_);
+    health_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    health_builder.experimental().SetInterceptorCreators(
+        AuthInterceptors(server->authenticator_.get(), options.auth));
+    server->health_server_ = health_builder.BuildAndStart();
+    if (server->health_server_ == nullptr || server->health_port_ == 0) {
+      server->health_port_ = -1;
+      return absl::UnavailableError(absl::StrCat("cannot serve health on ", health_address));
+    }
+    server->health_server_->GetHealthCheckService()->SetServingStatus(kReadinessServiceName, true);
+  }
   server->server_->GetHealthCheckService()->SetServingStatus(kReadinessServiceName, true);
   LogInfo("serving", {{"address", HostPort(options.host, server->port_)},
                       {"metrics_port", server->metrics_port_},
+                      {"health_port", server->health_port_},
+                      {"tls", TlsMode(options.tls)},
+                      {"auth", options.auth.enabled() ? "tokens" : "off"},
                       {"planner_threads", options.planner_threads},
                       {"queue_depth", options.queue_depth}});
   return server;
@@ -131,15 +196,21 @@ void PlannerServer::Shutdown() {
   LogInfo("draining", {{"drain_deadline_seconds", absl::ToDoubleSeconds(options_.drain_deadline)}});
   // Probes see NOT_SERVING first; HealthCheckServiceInterface::Shutdown also
   // turns "" NOT_SERVING and freezes every status.
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  health->SetServingStatus(kReadinessServiceName, false);
-  health->Shutdown();
+  for (grpc::Server* listener : {server_.get(), health_server_.get()}) {
+    if (listener == nullptr) continue;
+    grpc::HealthCheckServiceInterface* health = listener->GetHealthCheckService();
+    health->SetServingStatus(kReadinessServiceName, false);
+    health->Shutdown();
+  }
   // Refuses new calls, waits for those in flight until the deadline, then
   // cancels the rest (their OnCancel fires their planners' tokens) and waits
   // until every call has finished. So when it returns every task the pool
   // accepted has run, and the pool has nothing left to drain.
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.drain_deadline));
   pool_.Shutdown();
+  // Probes saw NOT_SERVING during the drain; now the port closes (cancelling
+  // any Watch left open).
+  if (health_server_ != nullptr) health_server_->Shutdown(std::chrono::system_clock::now());
   LogInfo("stopped");
   shutdown_done_.Notify();
 }

@@ -10,7 +10,11 @@
 //   (*server)->Shutdown();      // drains; also done by the destructor
 //
 // It serves partplan.v1.PartitionPlanner, gRPC health (service "" and
-// "readiness") and server reflection (v1alpha).
+// "readiness") and server reflection (v1alpha); over TLS or mutual TLS when
+// options.tls says so (credentials.h), with bearer tokens when options.auth
+// says so (auth.h). With a health port, a second, plaintext listener serves
+// health (for Kubernetes probes, which cannot speak TLS); reflection there
+// needs a token like on the main port, and nothing else is served there.
 #ifndef PARTPLAN_SERVER_SERVER_H_
 #define PARTPLAN_SERVER_SERVER_H_
 
@@ -28,7 +32,9 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "planner/limits.h"
+#include "server/auth.h"
 #include "server/bounded_thread_pool.h"
+#include "server/credentials.h"
 #include "server/metrics.h"
 #include "server/planner_backend.h"
 #include "server/planner_service.h"
@@ -58,6 +64,13 @@ struct ServerOptions {
   absl::Duration drain_deadline = absl::Seconds(20);
   // Input limits of the library backend (ignored with an injected backend).
   InputLimits limits;
+  // Plaintext port serving only health, for probes that cannot speak TLS;
+  // 0 picks a free one, negative: none. Health is served on `port` anyway.
+  int health_port = -1;
+  // TLS or mutual TLS on `port`; off by default.
+  TlsOptions tls;
+  // Bearer-token authentication; off by default.
+  AuthOptions auth;
 };
 
 // OK, or INVALID_ARGUMENT naming the first option out of range.
@@ -80,6 +93,8 @@ class PlannerServer {
   int port() const { return port_; }
   // The bound metrics port, or -1 when metrics are disabled.
   int metrics_port() const { return metrics_port_; }
+  // The bound health-only port, or -1 when there is none.
+  int health_port() const { return health_port_; }
 
   // Drains and stops: readiness (and "") turn NOT_SERVING, new calls are
   // refused, calls in flight get up to drain_deadline to finish and are then
@@ -92,19 +107,24 @@ class PlannerServer {
   void Wait();
 
  private:
-  PlannerServer(const ServerOptions& options, std::unique_ptr<PlannerBackend> backend);
+  PlannerServer(const ServerOptions& options, std::unique_ptr<PlannerBackend> backend,
+                std::unique_ptr<TokenAuthenticator> authenticator);
 
   const ServerOptions options_;
   const std::unique_ptr<PlannerBackend> backend_;
+  // Null without token authentication.
+  const std::unique_ptr<TokenAuthenticator> authenticator_;
   const std::shared_ptr<prometheus::Registry> registry_;
   ServerMetrics metrics_;
   BoundedThreadPool pool_;
   PlannerService service_;
   // Declared after what they use, so destroyed before it.
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;  // Null without a health port.
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;
   int metrics_port_ = -1;
+  int health_port_ = -1;
 
   absl::Mutex shutdown_mu_;
   bool shutdown_started_ ABSL_GUARDED_BY(shutdown_mu_) = false;

@@ -12,6 +12,7 @@ packages=(
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev libgrpc-dev grpc-proto
   libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  openssl  # tests/server: certificates for the TLS tests
 )
 if [[ "${1:-}" == "--python" ]]; then
   packages+=(python3-torch python3-torchvision python3-grpcio python3-protobuf)
