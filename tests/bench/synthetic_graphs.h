@@ -86,6 +86,55 @@ inline v1::PartitionGraphRequest ResidualStackRequest(int64_t num_nodes, int num
   return request;
 }
 
+// A recommendation model of about `num_nodes` nodes: `num_tables`
+// embedding-bag lookups into tables of `table_bytes` first, then a dense
+// residual stack, as DLRM-style models are traced.
+inline v1::Graph RecommendationModel(int64_t num_nodes, int num_tables, int64_t table_bytes) {
+  const int64_t table_parameters = table_bytes / 4;
+  v1::Graph graph = ResidualStack(num_nodes - num_tables);
+  graph.set_name("recommendation");
+  v1::Graph result;
+  result.set_name(graph.name());
+  *result.add_nodes() = graph.nodes(0);  // x
+  v1::Node* ids = result.add_nodes();
+  *ids = graph.nodes(0);
+  ids->set_name("ids");
+  ids->set_target("ids");
+  for (int t = 0; t < num_tables; ++t) {
+    v1::Node* lookup = result.add_nodes();
+    *lookup = graph.nodes(0);
+    lookup->set_name(absl::StrCat("emb_", t));
+    lookup->set_op(v1::CALL_MODULE);
+    lookup->set_target(absl::StrCat("embeddings.", t));
+    lookup->set_module_type("torch.nn.EmbeddingBag");
+    lookup->set_parameter_count(table_parameters);
+    lookup->mutable_size_bytes()->set_total_bytes(lookup->size_bytes().output_bytes() +
+                                                  table_parameters * 4);
+    lookup->add_args()->set_node("ids");
+  }
+  for (int i = 1; i < graph.nodes_size(); ++i) *result.add_nodes() = graph.nodes(i);
+  // The first dense layer also reads every lookup.
+  v1::Node* first_dense = result.mutable_nodes(2 + num_tables);
+  for (int t = 0; t < num_tables; ++t) first_dense->add_args()->set_node(absl::StrCat("emb_", t));
+  return result;
+}
+
+// Equal devices with 10% headroom over the graph's total size split `ways`.
+inline v1::DeviceInventory EqualDevices(const v1::Graph& graph, int num_devices, int ways) {
+  int64_t total = 0;
+  for (const v1::Node& node : graph.nodes()) total += node.size_bytes().total_bytes();
+  const int64_t per_device = total / ways + total / (10 * ways) + 1;
+  v1::DeviceInventory inventory;
+  for (int d = 0; d < num_devices; ++d) {
+    v1::Device* device = inventory.add_devices();
+    device->set_name(absl::StrCat("gpu", d));
+    device->set_logical_id(d);
+    device->set_available_memory_bytes(per_device);
+  }
+  inventory.set_transfer_rate_bytes_per_second(1e10);
+  return inventory;
+}
+
 }  // namespace partplan
 
 #endif  // PARTPLAN_TESTS_BENCH_SYNTHETIC_GRAPHS_H_
