@@ -74,7 +74,7 @@ bool Touches(const CompactGraph& graph, const PartitionSet& set, NodeId v, int32
 }  // namespace
 
 absl::Status KlOptions::CheckAndSetup() const {
-  if (max_exhaustive_nodes < 0 || max_boundary_trials < 0) {
+  if (max_exhaustive_nodes < 0 || max_boundary_trials < 0 || max_boundary_work < 0) {
     return absl::InvalidArgumentError("KlOptions limits must not be negative");
   }
   return absl::OkStatus();
@@ -92,8 +92,11 @@ absl::StatusOr<PartitionSet> KlPartition(const CompactGraph& graph, const Device
   PARTPLAN_ASSIGN_OR_RETURN(double cost, TorchFxCost(graph, devices, current, token));
 
   const bool exhaustive = graph.num_op_nodes() <= options.max_exhaustive_nodes;
-  int64_t trials_left = exhaustive ? std::numeric_limits<int64_t>::max()
-                                   : static_cast<int64_t>(options.max_boundary_trials);
+  const int64_t trial_work = graph.num_nodes() + graph.num_edges();
+  int64_t trials_left =
+      exhaustive ? std::numeric_limits<int64_t>::max()
+                 : std::min<int64_t>(options.max_boundary_trials,
+                                     std::max<int64_t>(1, options.max_boundary_work / trial_work));
   for (NodeId v = 0; v < graph.num_nodes() && trials_left > 0; ++v) {
     if (!graph.is_op_node(v)) continue;
     const int32_t p0 = current.partition_of[v];

@@ -20,7 +20,8 @@
 // `max_exhaustive_nodes` call_* nodes try every node and partner (O(N^2)
 // trials); larger ones try only nodes on a partition boundary with the
 // partitions they touch and their boundary partners, at most
-// `max_boundary_trials` trials in all.
+// `max_boundary_trials` trials and `max_boundary_work` node and edge visits
+// in all (so at most a few hundred milliseconds whatever the graph size).
 //
 //   PARTPLAN_ASSIGN_OR_RETURN(PartitionSet set,
 //                             KlPartition(graph, devices, {}, token));
@@ -38,8 +39,10 @@ namespace partplan {
 struct KlOptions {
   // Graphs with at most this many call_* nodes get the exhaustive pass.
   int max_exhaustive_nodes = 128;
-  // Trials of the boundary pass on larger graphs.
+  // Trials of the boundary pass on larger graphs...
   int max_boundary_trials = 512;
+  // ...and node and edge visits they may spend together.
+  int64_t max_boundary_work = 100'000'000;
 
   absl::Status CheckAndSetup() const;
 };
