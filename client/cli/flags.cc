@@ -4,16 +4,20 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "client/cli/byte_size.h"
+#include "client/cli/message_io.h"
 
 ABSL_FLAG(std::string, target, "localhost:50051",
           "gRPC target of the partplan server, e.g. "
@@ -47,6 +51,25 @@ ABSL_FLAG(std::string, transfer_rate, "",
           "Bytes per second between devices, e.g. 12GB or 1.2e10; unset "
           "means transfers are free");
 ABSL_FLAG(bool, saturate_host, false, "Replicate partitions onto idle devices");
+ABSL_FLAG(bool, tls, false,
+          "Connect over TLS, verifying the server with gRPC's default roots "
+          "(implied by --tls_ca, --tls_cert and --tls_key)");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM file of the CAs to verify the server's certificate with; "
+          "implies --tls");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate chain for mutual TLS (with --tls_key); "
+          "implies --tls");
+ABSL_FLAG(std::string, tls_key, "",
+          "PEM private key of --tls_cert; implies --tls");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "Name the server's certificate must carry, when it is not the host "
+          "of --target (e.g. an IP address or a port-forward)");
+ABSL_FLAG(std::string, token, "",
+          "Bearer token sent as 'authorization: Bearer <token>'; prefer "
+          "--token_file, since arguments are visible to other users");
+ABSL_FLAG(std::string, token_file, "",
+          "File holding the bearer token (surrounding whitespace ignored)");
 
 namespace partplan {
 namespace cli {
@@ -61,6 +84,57 @@ bool IsPartplanFlag(const absl::CommandLineFlag& flag) {
 absl::CommandLineFlag* FindPartplanFlag(absl::string_view name) {
   absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
   return flag != nullptr && IsPartplanFlag(*flag) ? flag : nullptr;
+}
+
+// The contents of the file named by flag `flag` (value `path`), or "" when
+// the flag is empty.
+absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag,
+                                         const std::string& path) {
+  if (path.empty()) return std::string();
+  absl::StatusOr<std::string> contents = ReadFile(path);
+  if (!contents.ok()) return FlagError(flag, contents.status());
+  return contents;
+}
+
+// The --tls* and --token* flags into `connection`.
+absl::Status SecurityFromFlags(ConnectionOptions& connection) {
+  const std::string ca = absl::GetFlag(FLAGS_tls_ca);
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert);
+  const std::string key = absl::GetFlag(FLAGS_tls_key);
+  if (cert.empty() != key.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert and --tls_key must be given together");
+  }
+  connection.tls = absl::GetFlag(FLAGS_tls) || !ca.empty() || !cert.empty();
+  connection.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  if (!connection.tls_server_name.empty() && !connection.tls) {
+    return absl::InvalidArgumentError(
+        "--tls_server_name needs TLS (--tls or --tls_ca)");
+  }
+  for (auto [flag, path, field] :
+       {std::make_tuple("tls_ca", ca, &connection.tls_root_certs),
+        std::make_tuple("tls_cert", cert, &connection.tls_cert_chain),
+        std::make_tuple("tls_key", key, &connection.tls_private_key)}) {
+    absl::StatusOr<std::string> contents = ReadFlagFile(flag, path);
+    if (!contents.ok()) return contents.status();
+    *field = *std::move(contents);
+  }
+
+  const std::string token = absl::GetFlag(FLAGS_token);
+  const std::string token_file = absl::GetFlag(FLAGS_token_file);
+  if (!token.empty() && !token_file.empty()) {
+    return absl::InvalidArgumentError("give --token or --token_file, not both");
+  }
+  absl::StatusOr<std::string> from_file =
+      ReadFlagFile("token_file", token_file);
+  if (!from_file.ok()) return from_file.status();
+  connection.token = std::string(
+      absl::StripAsciiWhitespace(token.empty() ? *from_file : token));
+  if (!token_file.empty() && connection.token.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--token_file: '", token_file, "' is empty"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status UnknownFlag(absl::string_view argument) {
@@ -150,6 +224,10 @@ absl::StatusOr<CliOptions> CliOptionsFromFlags() {
                      "' is not between 1 byte and 2 GiB"));
   }
   options.connection.max_message_bytes = static_cast<int>(*max_message_bytes);
+  if (absl::Status status = SecurityFromFlags(options.connection);
+      !status.ok()) {
+    return status;
+  }
 
   absl::StatusOr<OutputFormat> output =
       ParseOutputFormat(absl::GetFlag(FLAGS_output));

@@ -37,6 +37,13 @@ ABSL_DECLARE_FLAG(int, devices);
 ABSL_DECLARE_FLAG(std::string, mode);
 ABSL_DECLARE_FLAG(std::string, transfer_rate);
 ABSL_DECLARE_FLAG(bool, saturate_host);
+ABSL_DECLARE_FLAG(bool, tls);
+ABSL_DECLARE_FLAG(std::string, tls_ca);
+ABSL_DECLARE_FLAG(std::string, tls_cert);
+ABSL_DECLARE_FLAG(std::string, tls_key);
+ABSL_DECLARE_FLAG(std::string, tls_server_name);
+ABSL_DECLARE_FLAG(std::string, token);
+ABSL_DECLARE_FLAG(std::string, token_file);
 
 namespace partplan {
 namespace cli {
@@ -54,7 +61,8 @@ struct CommandLine {
 absl::StatusOr<CommandLine> ParseCommandLine(
     absl::Span<const std::string> args);
 
-// The flags' current values, checked and converted.
+// The flags' current values, checked and converted; reads the --tls_* and
+// --token_file files.
 absl::StatusOr<CliOptions> CliOptionsFromFlags();
 
 // The --help text: subcommands, then every partplan flag with its default.

@@ -48,9 +48,10 @@ absl::Status ReadError(absl::string_view path, int error_number) {
   }
 }
 
-// The whole of the file at `path`. stdio rather than iostreams because it
-// reports why a read failed (errno), e.g. EISDIR for a directory, which an
-// ifstream opens without complaint.
+}  // namespace
+
+// stdio rather than iostreams because it reports why a read failed (errno),
+// e.g. EISDIR for a directory, which an ifstream opens without complaint.
 absl::StatusOr<std::string> ReadFile(absl::string_view path) {
   std::FILE* file = std::fopen(std::string(path).c_str(), "rb");
   if (file == nullptr) return ReadError(path, errno);
@@ -65,8 +66,6 @@ absl::StatusOr<std::string> ReadFile(absl::string_view path) {
   if (read_errno != 0) return ReadError(path, read_errno);
   return contents;
 }
-
-}  // namespace
 
 std::unique_ptr<google::protobuf::Message> NewMessage(
     const google::protobuf::Descriptor* type) {

@@ -19,12 +19,17 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 
 namespace partplan {
 namespace cli {
+
+// The whole of the file at `path`. NOT_FOUND / PERMISSION_DENIED /
+// DATA_LOSS, naming the file, when it cannot be read.
+absl::StatusOr<std::string> ReadFile(absl::string_view path);
 
 // An empty message of the compiled-in type `type`.
 std::unique_ptr<google::protobuf::Message> NewMessage(

@@ -69,8 +69,19 @@ std::shared_ptr<grpc::Channel> ConnectToPlanner(
   grpc::ChannelArguments arguments;
   arguments.SetMaxSendMessageSize(options.max_message_bytes);
   arguments.SetMaxReceiveMessageSize(options.max_message_bytes);
-  return grpc::CreateCustomChannel(
-      options.target, grpc::InsecureChannelCredentials(), arguments);
+  if (!options.tls) {
+    return grpc::CreateCustomChannel(
+        options.target, grpc::InsecureChannelCredentials(), arguments);
+  }
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = options.tls_root_certs;
+  tls.pem_cert_chain = options.tls_cert_chain;
+  tls.pem_private_key = options.tls_private_key;
+  if (!options.tls_server_name.empty()) {
+    arguments.SetSslTargetNameOverride(options.tls_server_name);
+  }
+  return grpc::CreateCustomChannel(options.target, grpc::SslCredentials(tls),
+                                   arguments);
 }
 
 grpc::Status CallPlanner(std::shared_ptr<grpc::ChannelInterface> channel,
@@ -95,6 +106,9 @@ grpc::Status CallPlanner(std::shared_ptr<grpc::ChannelInterface> channel,
   }
   if (!options.request_id.empty()) {
     context.AddMetadata("x-request-id", options.request_id);
+  }
+  if (!options.token.empty()) {
+    context.AddMetadata("authorization", "Bearer " + options.token);
   }
   const std::string path =
       absl::StrCat("/", method.service()->full_name(), "/", method.name());

@@ -43,6 +43,19 @@ struct ConnectionOptions {
   // Largest message sent or received. Plans of big graphs exceed gRPC's
   // 4 MiB default; the server has its own limit.
   int max_message_bytes = 256 << 20;
+  // TLS instead of plaintext. The PEM contents below (not paths) are used
+  // only with TLS.
+  bool tls = false;
+  // CAs to verify the server with; empty: gRPC's default roots.
+  std::string tls_root_certs;
+  // Client certificate chain and private key, for mutual TLS; both or none.
+  std::string tls_cert_chain;
+  std::string tls_private_key;
+  // The name the server's certificate must carry, when it is not the host
+  // of `target` (e.g. dialling an IP address).
+  std::string tls_server_name;
+  // Sent as `authorization: Bearer <token>` metadata when not empty.
+  std::string token;
 };
 
 // partplan.v1.PartitionPlanner, from the descriptors compiled into this
@@ -58,14 +71,15 @@ absl::StatusOr<const google::protobuf::MethodDescriptor*> FindPlannerMethod(
 // Names of all the service's methods, in declaration order.
 std::vector<std::string> PlannerMethodNames();
 
-// An insecure channel to `options.target` with the message size limits.
-// Connection failures show up as UNAVAILABLE from CallPlanner.
+// A channel to `options.target`, over TLS when `options.tls` (else
+// plaintext), with the message size limits. Connection and handshake
+// failures show up as UNAVAILABLE from CallPlanner.
 std::shared_ptr<grpc::Channel> ConnectToPlanner(
     const ConnectionOptions& options);
 
 // Calls `method` with `request` (of its input type) and blocks until the
 // response (of its output type) is in `*response` or the call fails. Applies
-// the deadline and request id of `options`. INVALID_ARGUMENT, without a
+// the deadline, request id and token of `options`. INVALID_ARGUMENT, without a
 // call, when the messages are not of the method's types.
 grpc::Status CallPlanner(std::shared_ptr<grpc::ChannelInterface> channel,
                          const google::protobuf::MethodDescriptor& method,
