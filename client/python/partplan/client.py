@@ -1,0 +1,493 @@
+"""partplan.Client: a thin wrapper over the generated PartitionPlanner stub.
+
+    with partplan.Client("localhost:50051", timeout=30) as client:
+        response = client.plan(graph, devices=["16GiB", "16GiB"], mode="size_based")
+
+What it adds to the stub:
+- a deadline for every call (`timeout`, seconds; per call or per client),
+  covering all attempts;
+- retries on UNAVAILABLE (server down, restarting or unreachable) with
+  exponential backoff and jitter, within that deadline. Every planner RPC is
+  a pure function of its request, so retrying is always safe;
+- `round_robin` load balancing over every address of a `dns:///` target
+  (a headless Kubernetes service, say), set through the channel's service
+  config;
+- TLS: root certificates, and a client certificate and key for mutual TLS;
+- 256 MiB message limits both ways (graphs of millions of nodes);
+- bearer tokens (`authorization` metadata);
+- an `x-request-id` per call (the same for its retries), which the server
+  logs;
+- errors raised as PartplanError, with the code, the message and the
+  google.rpc.BadRequest field violations.
+
+Every RPC has a method taking either a complete request message (`request=`)
+or its parts as keyword arguments.
+"""
+
+import json
+import os
+import random
+import time
+import uuid
+from typing import Any, Dict, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from . import messages as pb
+from ._sizes import parse_byte_size
+from .errors import PartplanError
+
+DEFAULT_TARGET = "localhost:50051"
+DEFAULT_TIMEOUT_SECONDS = 60.0
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+# RPC name -> (method name, request class, response class).
+RPCS: Dict[str, Tuple[str, Any, Any]] = {
+    "PartitionGraph": ("partition_graph", pb.PartitionGraphRequest, pb.PartitionGraphResponse),
+    "SplitGraph": ("split_graph", pb.SplitGraphRequest, pb.SplitGraphResponse),
+    "ShardGraph": ("shard_graph", pb.ShardGraphRequest, pb.ShardGraphResponse),
+    "BuildPipelineGraph": (
+        "build_pipeline_graph", pb.BuildPipelineGraphRequest, pb.BuildPipelineGraphResponse),
+    "PlanDataParallel": ("plan_data_parallel", pb.PlanDataParallelRequest, pb.PlanDataParallelResponse),
+    "Plan": ("plan", pb.PlanRequest, pb.PlanResponse),
+    "Validate": ("validate", pb.ValidateRequest, pb.ValidateResponse),
+}
+
+
+class RetryPolicy(NamedTuple):
+    """When and how often a call is retried.
+
+    The n-th retry waits initial_backoff * multiplier**(n-1) seconds, at most
+    max_backoff, scaled by a random factor in [1 - jitter, 1 + jitter]. No
+    attempt starts after the call's deadline: when the next wait would pass
+    it, the last error is raised.
+    """
+
+    max_attempts: int = 5
+    initial_backoff: float = 0.1
+    max_backoff: float = 5.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+    retryable_codes: frozenset = frozenset({grpc.StatusCode.UNAVAILABLE})
+
+    def backoff(self, retry: int, rng: random.Random) -> float:
+        """Seconds to wait before retry number `retry` (1-based)."""
+        base = min(self.max_backoff, self.initial_backoff * self.multiplier ** (retry - 1))
+        return max(0.0, base * rng.uniform(1.0 - self.jitter, 1.0 + self.jitter))
+
+
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+def _read_pem(value: Union[None, bytes, str]) -> Optional[bytes]:
+    """PEM bytes from bytes, PEM text, or the path of a PEM file."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if "-----BEGIN" in value:
+        return value.encode()
+    with open(os.path.expanduser(value), "rb") as f:
+        return f.read()
+
+
+def device_inventory(
+    memory: Union[Sequence[Union[str, int]], str, int],
+    *,
+    names: Optional[Sequence[str]] = None,
+    transfer_rate: Union[None, str, int, float] = None,
+    mesh_shape: Optional[Sequence[int]] = None,
+    mesh_axis_names: Optional[Sequence[str]] = None,
+    count: Optional[int] = None,
+) -> pb.DeviceInventory:
+    """A DeviceInventory from device memory sizes.
+
+        device_inventory(["16GiB", "16GiB"])           # gpu0, gpu1
+        device_inventory("8GiB,8GiB,4GiB")             # the CLI's --device-memory
+        device_inventory("16GiB", count=8, transfer_rate="12GB")
+
+    Devices are named gpu0, gpu1, ... (or `names`), with logical ids 0, 1, ...;
+    `transfer_rate` is bytes/s between devices (0 or None: free transfers).
+    """
+    if isinstance(memory, str):
+        memory = [m for m in memory.split(",") if m.strip()]
+    elif isinstance(memory, int):
+        memory = [memory]
+    sizes = [parse_byte_size(m) for m in memory]
+    if count is not None:
+        if len(sizes) == 1:
+            sizes = sizes * count
+        elif len(sizes) != count:
+            raise ValueError(f"count={count} but {len(sizes)} memory sizes; give one, or one per device")
+    if any(s <= 0 for s in sizes):
+        raise ValueError(f"device memory must be positive, got {list(memory)}")
+    if names is not None and len(names) != len(sizes):
+        raise ValueError(f"{len(names)} names for {len(sizes)} devices")
+    inventory = pb.DeviceInventory()
+    for i, size in enumerate(sizes):
+        inventory.devices.add(
+            name=names[i] if names is not None else f"gpu{i}",
+            available_memory_bytes=size,
+            logical_id=i,
+        )
+    if transfer_rate is not None:
+        inventory.transfer_rate_bytes_per_second = float(parse_byte_size(transfer_rate))
+    if mesh_shape:
+        inventory.mesh_shape.extend(mesh_shape)
+    if mesh_axis_names:
+        inventory.mesh_axis_names.extend(mesh_axis_names)
+    return inventory
+
+
+def _as_devices(devices) -> Optional[pb.DeviceInventory]:
+    if devices is None or isinstance(devices, pb.DeviceInventory):
+        return devices
+    if isinstance(devices, Mapping):
+        return json_format.ParseDict(devices, pb.DeviceInventory())
+    if isinstance(devices, (str, int)):
+        return device_inventory(devices)
+    devices = list(devices)
+    if devices and all(isinstance(d, pb.Device) for d in devices):
+        inventory = pb.DeviceInventory()
+        inventory.devices.extend(devices)
+        return inventory
+    return device_inventory(devices)
+
+
+def _as_graph(graph) -> Optional[pb.Graph]:
+    if graph is None or isinstance(graph, pb.Graph):
+        return graph
+    if hasattr(graph, "graph") and isinstance(graph.graph, pb.Graph):  # AtenExport
+        return graph.graph
+    if isinstance(graph, Mapping):
+        return json_format.ParseDict(graph, pb.Graph())
+    if isinstance(graph, (str, os.PathLike)):
+        from .graph_io import load_graph
+
+        return load_graph(os.fspath(graph))
+    raise TypeError(f"expected a partplan.v1.Graph, a dict or a path, got {type(graph).__name__}")
+
+
+def _enum_value(enum_type, value, field: str, prefix: str = ""):
+    """An enum number from its number, or its name in any case."""
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    name = prefix + str(value).upper().replace("-", "_")
+    try:
+        return enum_type.Value(name)
+    except ValueError:
+        choices = ", ".join(n.lower() for n in enum_type.keys() if not n.endswith("UNSPECIFIED"))
+        raise ValueError(f"{field}: unknown value {value!r}; one of {choices}") from None
+
+
+def partition_mode(mode) -> int:
+    """PartitionerConfig.Mode from "size_based", "SPARSE_NN", 1, ..."""
+    return _enum_value(pb.PartitionerConfig.Mode, mode, "mode")
+
+
+def _assignments(assignments) -> list:
+    """NodePartition messages from a {node: partition} dict, (node, partition)
+    pairs, NodePartitions, or a plan or response holding `assignments`."""
+    if hasattr(assignments, "plan") and isinstance(getattr(assignments, "plan"), pb.PartitionPlan):
+        assignments = assignments.plan
+    if hasattr(assignments, "assignments"):
+        assignments = assignments.assignments
+    if isinstance(assignments, Mapping):
+        assignments = assignments.items()
+    out = []
+    for a in assignments:
+        if isinstance(a, pb.NodePartition):
+            out.append(a)
+        else:
+            node, partition = a
+            out.append(pb.NodePartition(node=node, partition=int(partition)))
+    return out
+
+
+class Client:
+    """A connection to a partplan server.
+
+    Args:
+      target: "host:port", or any gRPC target such as "dns:///planner:50051"
+        (every address the name resolves to, balanced round_robin) or
+        "unix:///run/partplan.sock".
+      timeout: default deadline of a call in seconds, retries included
+        (None: no deadline).
+      retry: RetryPolicy (NO_RETRY to disable retries).
+      load_balancing: "round_robin" or "pick_first"; the default is
+        round_robin for dns: targets and gRPC's pick_first otherwise.
+      tls: use TLS. Implied by any of the certificate arguments; with none of
+        them, the system's root certificates are used.
+      root_certificates: PEM bytes, text or file path of the CAs to trust.
+      private_key, certificate_chain: the client's key and certificate for
+        mutual TLS (PEM bytes, text or path).
+      server_name: the name to verify in the server's certificate, when it is
+        not the target's host (`grpc.ssl_target_name_override`).
+      credentials: grpc.ChannelCredentials to use as they are.
+      max_message_bytes: largest message sent or received (256 MiB).
+      token: a bearer token, sent as `authorization: Bearer <token>` with
+        every call (servers started with --auth_tokens_file need one).
+      token_file: a file holding the token (read once, whitespace stripped).
+      metadata: (key, value) pairs sent with every call.
+      options: further channel options, (name, value) pairs.
+      compression: a grpc.Compression for requests.
+    """
+
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        timeout: Optional[float] = DEFAULT_TIMEOUT_SECONDS,
+        retry: RetryPolicy = RetryPolicy(),
+        load_balancing: Optional[str] = None,
+        tls: Optional[bool] = None,
+        root_certificates: Union[None, bytes, str] = None,
+        private_key: Union[None, bytes, str] = None,
+        certificate_chain: Union[None, bytes, str] = None,
+        server_name: Optional[str] = None,
+        credentials: Optional[grpc.ChannelCredentials] = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        token: Optional[str] = None,
+        token_file: Optional[str] = None,
+        metadata: Iterable[Tuple[str, str]] = (),
+        options: Iterable[Tuple[str, Any]] = (),
+        compression: Optional[grpc.Compression] = None,
+    ):
+        self.target = target
+        self.timeout = timeout
+        self.retry = retry
+        self.metadata = tuple(metadata)
+        if token_file is not None:
+            if token is not None:
+                raise ValueError("give token or token_file, not both")
+            with open(os.path.expanduser(token_file)) as f:
+                token = f.read().strip()
+        if token:
+            self.metadata += (("authorization", f"Bearer {token}"),)
+        if (private_key is None) != (certificate_chain is None):
+            raise ValueError("give both private_key and certificate_chain for mutual TLS, or neither")
+        if load_balancing is None and target.startswith("dns:"):
+            load_balancing = "round_robin"
+        if load_balancing not in (None, "round_robin", "pick_first"):
+            raise ValueError(f"load_balancing: {load_balancing!r}; one of round_robin, pick_first")
+        self.load_balancing = load_balancing
+        self.channel_options = self._channel_options(
+            max_message_bytes, load_balancing, server_name, retry, options)
+        if credentials is None and (tls or root_certificates or private_key or certificate_chain):
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read_pem(root_certificates),
+                private_key=_read_pem(private_key),
+                certificate_chain=_read_pem(certificate_chain),
+            )
+        if credentials is not None:
+            self.channel = grpc.secure_channel(
+                target, credentials, options=self.channel_options, compression=compression)
+        else:
+            self.channel = grpc.insecure_channel(
+                target, options=self.channel_options, compression=compression)
+        self.stub = pb.PartitionPlannerStub(self.channel)
+        self._rng = random.Random()
+        self._sleep = time.sleep  # tests replace it
+
+    @staticmethod
+    def _channel_options(max_message_bytes, load_balancing, server_name, retry, extra):
+        options = [
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.primary_user_agent", "partplan-python"),
+            # Reconnect as soon as a retry wants to: gRPC's own connection
+            # backoff (1 s, growing to 120 s) would fail retries at once
+            # with UNAVAILABLE without trying to connect again.
+            ("grpc.initial_reconnect_backoff_ms", max(1, int(retry.initial_backoff * 1000))),
+            ("grpc.max_reconnect_backoff_ms", max(1, int(retry.max_backoff * 1000))),
+        ]
+        if load_balancing:
+            options.append(
+                ("grpc.service_config", json.dumps({"loadBalancingConfig": [{load_balancing: {}}]})))
+        if server_name:
+            options.append(("grpc.ssl_target_name_override", server_name))
+        names = {name for name, _ in extra}
+        return [o for o in options if o[0] not in names] + list(extra)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def wait_until_ready(self, timeout: Optional[float] = None) -> None:
+        """Blocks until the channel is connected; PartplanError(UNAVAILABLE)
+        when it is not within `timeout` seconds."""
+        try:
+            grpc.channel_ready_future(self.channel).result(
+                timeout=self.timeout if timeout is None else timeout)
+        except grpc.FutureTimeoutError:
+            raise PartplanError(grpc.StatusCode.UNAVAILABLE,
+                                f"{self.target}: not connected within the timeout") from None
+
+    # -- the generic call ----------------------------------------------------
+
+    def call(self, method: str, request: Message, *, timeout: Optional[float] = None,
+             metadata: Iterable[Tuple[str, str]] = (), retry: Optional[RetryPolicy] = None) -> Message:
+        """Calls RPC `method` ("PartitionGraph", ...) with `request` (its
+        message, or a dict in proto3 JSON form); returns the response.
+        Raises PartplanError."""
+        if method not in RPCS:
+            raise ValueError(f"unknown RPC {method!r}; one of {', '.join(RPCS)}")
+        _, request_cls, _ = RPCS[method]
+        if isinstance(request, Mapping):
+            request = json_format.ParseDict(request, request_cls())
+        if not isinstance(request, request_cls):
+            raise TypeError(f"{method} takes a {request_cls.DESCRIPTOR.full_name}, "
+                            f"got {type(request).__name__}")
+        rpc = getattr(self.stub, method)
+        policy = self.retry if retry is None else retry
+        timeout = self.timeout if timeout is None else timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        call_metadata = list(self.metadata) + list(metadata)
+        request_id = next((v for k, v in call_metadata if k == "x-request-id"), None)
+        if request_id is None:
+            request_id = uuid.uuid4().hex
+            call_metadata.append(("x-request-id", request_id))
+        attempt = 0
+        while True:
+            attempt += 1
+            remaining = None if deadline is None else deadline - time.monotonic()
+            try:
+                if remaining is not None and remaining <= 0:
+                    raise PartplanError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded",
+                                        method=method, attempts=attempt - 1, request_id=request_id)
+                return rpc(request, timeout=remaining, metadata=call_metadata)
+            except grpc.RpcError as e:
+                error = PartplanError.from_rpc_error(
+                    e, method=method, attempts=attempt, request_id=request_id)
+            if error.code not in policy.retryable_codes or attempt >= policy.max_attempts:
+                raise error
+            wait = policy.backoff(attempt, self._rng)
+            if deadline is not None and time.monotonic() + wait >= deadline:
+                raise error
+            self._sleep(wait)
+
+    # -- one method per RPC ------------------------------------------------
+
+    def partition_graph(self, graph=None, devices=None, *, mode=None, saturate_host: bool = False,
+                        config: Optional[pb.PartitionerConfig] = None,
+                        request: Optional[pb.PartitionGraphRequest] = None,
+                        **call_options) -> pb.PartitionGraphResponse:
+        """torch.fx's accelerator Partitioner. `mode` is "size_based",
+        "sparse_nn", "aot_based", ... (or give a PartitionerConfig);
+        `devices` a DeviceInventory or memory sizes (["8GiB", "8GiB"])."""
+        if request is None:
+            request = pb.PartitionGraphRequest(
+                graph=_as_graph(graph), devices=_as_devices(devices),
+                config=self._partitioner_config(config, mode, saturate_host))
+        return self.call("PartitionGraph", request, **call_options)
+
+    def plan(self, graph=None, devices=None, *, mode=None, saturate_host: bool = False,
+             partitioner: Optional[pb.PartitionerConfig] = None,
+             shard: Optional[pb.ShardConfig] = None, shard_count: Optional[int] = None,
+             request: Optional[pb.PlanRequest] = None, **call_options) -> pb.PlanResponse:
+        """One call: run a planner, place the partitions, report. The
+        partitioner (`mode`, `saturate_host` or `partitioner`) by default; the
+        shard planner with `shard` or `shard_count`."""
+        if request is None:
+            request = pb.PlanRequest(graph=_as_graph(graph), devices=_as_devices(devices))
+            if shard is not None or shard_count is not None:
+                if shard is None:
+                    shard = pb.ShardConfig(shard_count=shard_count)
+                request.shard.CopyFrom(shard)
+            else:
+                request.partitioner.CopyFrom(
+                    self._partitioner_config(partitioner, mode, saturate_host))
+        return self.call("Plan", request, **call_options)
+
+    def validate(self, graph=None, devices=None, *, request: Optional[pb.ValidateRequest] = None,
+                 **call_options) -> pb.ValidateResponse:
+        """Parses and checks a graph (and devices) without planning."""
+        if request is None:
+            request = pb.ValidateRequest(graph=_as_graph(graph), devices=_as_devices(devices))
+        return self.call("Validate", request, **call_options)
+
+    def split_graph(self, graph=None, assignments=None, *, keep_original_order: bool = False,
+                    request: Optional[pb.SplitGraphRequest] = None,
+                    **call_options) -> pb.SplitGraphResponse:
+        """split_module from a node -> partition assignment: a dict, pairs,
+        NodePartitions, or a plan or response."""
+        if request is None:
+            request = pb.SplitGraphRequest(
+                graph=_as_graph(graph), assignments=_assignments(assignments or ()),
+                keep_original_order=keep_original_order)
+        return self.call("SplitGraph", request, **call_options)
+
+    def shard_graph(self, graph=None, shard_count: Optional[int] = None, *, mode=None,
+                    exact: bool = False, devices=None, config: Optional[pb.ShardConfig] = None,
+                    request: Optional[pb.ShardGraphRequest] = None,
+                    **call_options) -> pb.ShardGraphResponse:
+        """fairscale's auto_shard (mode "fairscale") or balanced stages
+        (mode "balanced", with devices)."""
+        if request is None:
+            if config is None:
+                config = pb.ShardConfig(shard_count=shard_count or 0, exact=exact)
+                mode_value = _enum_value(pb.ShardConfig.Mode, mode, "mode")
+                if mode_value is not None:
+                    config.mode = mode_value
+            request = pb.ShardGraphRequest(graph=_as_graph(graph), config=config,
+                                           devices=_as_devices(devices))
+        return self.call("ShardGraph", request, **call_options)
+
+    def build_pipeline_graph(self, graph=None, workers=None, *,
+                             request: Optional[pb.BuildPipelineGraphRequest] = None,
+                             **call_options) -> pb.BuildPipelineGraphResponse:
+        """fairscale's pipeline graph; `workers` maps module targets to workers."""
+        if request is None:
+            items = workers.items() if isinstance(workers, Mapping) else (workers or ())
+            request = pb.BuildPipelineGraphRequest(
+                graph=_as_graph(graph),
+                workers=[w if isinstance(w, pb.ModuleWorker) else pb.ModuleWorker(target=w[0], worker=w[1])
+                         for w in items])
+        return self.call("BuildPipelineGraph", request, **call_options)
+
+    def plan_data_parallel(self, graph=None, devices=None, *, roles=None, input_batch_dim: int = 0,
+                           data_parallel_axis: str = "", style=None,
+                           request: Optional[pb.PlanDataParallelRequest] = None,
+                           **call_options) -> pb.PlanDataParallelResponse:
+        """Data-parallel sharding of an aten graph. `graph` may be what
+        partplan.export_aten returns, whose roles are then used; `roles` maps
+        placeholder names to "parameter", "optimizer_state" or "activation";
+        `style` is "replicate", "fully_shard" or "memory_aware"."""
+        if request is None:
+            if roles is None and hasattr(graph, "roles"):
+                roles = graph.roles
+            if isinstance(roles, Mapping):
+                roles = roles.items()
+            entries = []
+            for r in roles or ():
+                if isinstance(r, pb.PlaceholderRoleEntry):
+                    entries.append(r)
+                else:
+                    entries.append(pb.PlaceholderRoleEntry(
+                        node=r[0], role=_enum_value(pb.PlaceholderRole, r[1], "roles")))
+            request = pb.PlanDataParallelRequest(
+                graph=_as_graph(graph), roles=entries, input_batch_dim=input_batch_dim,
+                devices=_as_devices(devices), data_parallel_axis=data_parallel_axis)
+            style_value = _enum_value(pb.DataParallelStyle, style, "style")
+            if style_value is not None:
+                request.style = style_value
+        return self.call("PlanDataParallel", request, **call_options)
+
+    @staticmethod
+    def _partitioner_config(config, mode, saturate_host) -> pb.PartitionerConfig:
+        if config is not None:
+            return config
+        config = pb.PartitionerConfig(saturate_host=saturate_host)
+        mode_value = partition_mode(mode)
+        if mode_value is not None:
+            config.mode = mode_value
+        return config

@@ -1,0 +1,411 @@
+"""partplan.Client: retries, deadlines, load balancing, TLS, message limits,
+error details, and every RPC against the real server."""
+
+import os
+import pickle
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import support
+
+import grpc
+from google.protobuf import json_format
+
+import partplan
+from partplan import messages as pb
+from partplan.client import NO_RETRY, RetryPolicy
+
+EXAMPLES = os.path.join(support.REPO, "client", "examples")
+FAST_RETRY = RetryPolicy(max_attempts=100, initial_backoff=0.05, max_backoff=0.2)
+
+
+def example(name, cls):
+    with open(os.path.join(EXAMPLES, name)) as f:
+        return json_format.Parse(f.read(), cls())
+
+
+class RetryTest(unittest.TestCase):
+    def test_no_server_retries_then_unavailable_within_deadline(self):
+        target = f"127.0.0.1:{support.free_port()}"
+        with partplan.Client(target, timeout=1.0, retry=FAST_RETRY) as client:
+            start = time.monotonic()
+            with self.assertRaises(partplan.PartplanError) as caught:
+                client.validate(pb.Graph())
+            elapsed = time.monotonic() - start
+        error = caught.exception
+        self.assertEqual(error.code, grpc.StatusCode.UNAVAILABLE)
+        self.assertGreaterEqual(error.attempts, 4)  # 50, 100, 200, 200, ... ms apart
+        self.assertLess(error.attempts, 100)
+        self.assertLess(elapsed, 1.0)  # gives up before the deadline, never after
+        self.assertGreater(elapsed, 0.3)
+        self.assertEqual(error.method, "Validate")
+        self.assertTrue(error.request_id)
+
+    def test_max_attempts(self):
+        target = f"127.0.0.1:{support.free_port()}"
+        policy = RetryPolicy(max_attempts=3, initial_backoff=0.01, max_backoff=0.01)
+        with partplan.Client(target, timeout=10, retry=policy) as client:
+            sleeps = []
+            client._sleep = lambda s: (sleeps.append(s), time.sleep(s))
+            with self.assertRaises(partplan.PartplanError) as caught:
+                client.validate(pb.Graph())
+        self.assertEqual(caught.exception.attempts, 3)
+        self.assertEqual(len(sleeps), 2)
+
+    def test_backoff_grows_exponentially_with_jitter(self):
+        import random
+
+        policy = RetryPolicy(initial_backoff=0.1, multiplier=2.0, max_backoff=1.0, jitter=0.2)
+        rng = random.Random(1)
+        waits = [policy.backoff(n, rng) for n in range(1, 7)]
+        for n, w in enumerate(waits, start=1):
+            base = min(1.0, 0.1 * 2 ** (n - 1))
+            self.assertGreaterEqual(w, base * 0.8)
+            self.assertLessEqual(w, base * 1.2)
+        no_jitter = RetryPolicy(jitter=0.0, initial_backoff=0.1, max_backoff=5)
+        self.assertEqual([no_jitter.backoff(n, rng) for n in (1, 2, 3)], [0.1, 0.2, 0.4])
+
+    def test_no_retry(self):
+        target = f"127.0.0.1:{support.free_port()}"
+        with partplan.Client(target, timeout=5, retry=NO_RETRY) as client:
+            with self.assertRaises(partplan.PartplanError) as caught:
+                client.validate(pb.Graph())
+        self.assertEqual(caught.exception.attempts, 1)
+        self.assertEqual(caught.exception.code, grpc.StatusCode.UNAVAILABLE)
+
+    def test_server_that_comes_up_late(self):
+        # Nothing listens at first; a server starts on the port 0.5 s later
+        # and the retried call gets through.
+        port = support.free_port()
+        servers = []
+        timer = threading.Timer(0.5, lambda: servers.append(support.FakeServer(port)))
+        timer.start()
+        try:
+            with partplan.Client(f"127.0.0.1:{port}", timeout=10, retry=FAST_RETRY) as client:
+                start = time.monotonic()
+                response = client.validate(pb.Graph())
+                self.assertLess(time.monotonic() - start, 5)
+            self.assertEqual(response.node_count, 1)
+        finally:
+            timer.join()
+            for s in servers:
+                s.stop()
+
+    def test_retries_unavailable_answers_only(self):
+        with support.FakeServer() as server:
+            server.planner.fail_first = 2
+            with partplan.Client(server.target, timeout=10, retry=FAST_RETRY) as client:
+                self.assertEqual(client.validate(pb.Graph()).node_count, 1)
+            self.assertEqual(len(server.planner.calls), 3)
+            # All attempts of one call carry the same request id.
+            ids = {c["x-request-id"] for c in server.planner.calls}
+            self.assertEqual(len(ids), 1)
+
+            server.planner.calls.clear()
+            server.planner.fail_first = 5
+            server.planner.fail_code = grpc.StatusCode.INVALID_ARGUMENT
+            with partplan.Client(server.target, timeout=10, retry=FAST_RETRY) as client:
+                with self.assertRaises(partplan.PartplanError) as caught:
+                    client.validate(pb.Graph())
+            self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertEqual(caught.exception.attempts, 1)
+            self.assertEqual(caught.exception.message, "failing call 1 on purpose")
+
+
+class DeadlineTest(unittest.TestCase):
+    def test_slow_server_deadline_exceeded(self):
+        with support.FakeServer() as server:
+            server.planner.delay = 3.0
+            with partplan.Client(server.target, timeout=0.3, retry=FAST_RETRY) as client:
+                start = time.monotonic()
+                with self.assertRaises(partplan.PartplanError) as caught:
+                    client.validate(pb.Graph())
+                elapsed = time.monotonic() - start
+        self.assertEqual(caught.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assertEqual(caught.exception.attempts, 1)  # never retried
+        self.assertGreaterEqual(elapsed, 0.29)
+        self.assertLess(elapsed, 1.5)
+
+    def test_per_call_timeout_overrides_the_default(self):
+        with support.FakeServer() as server:
+            server.planner.delay = 0.5
+            with partplan.Client(server.target, timeout=0.1) as client:
+                self.assertEqual(client.validate(pb.Graph(), timeout=5).node_count, 1)
+                with self.assertRaises(partplan.PartplanError) as caught:
+                    client.validate(pb.Graph())
+                self.assertEqual(caught.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+    def test_deadline_spans_the_retries(self):
+        # Each attempt fails after 0.2 s with UNAVAILABLE; a 0.5 s deadline
+        # leaves room for two or three attempts and ends the call in time.
+        with support.FakeServer() as server:
+            server.planner.delay = 0.2
+            server.planner.fail_first = 100
+            with partplan.Client(server.target, timeout=0.5, retry=FAST_RETRY) as client:
+                start = time.monotonic()
+                with self.assertRaises(partplan.PartplanError) as caught:
+                    client.validate(pb.Graph())
+                elapsed = time.monotonic() - start
+        self.assertIn(caught.exception.code,
+                      (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED))
+        self.assertGreaterEqual(caught.exception.attempts, 2)
+        self.assertLess(elapsed, 1.0)
+
+
+class ChannelTest(unittest.TestCase):
+    def test_options(self):
+        client = partplan.Client("dns:///planner.example:50051")
+        options = dict(client.channel_options)
+        self.assertEqual(client.load_balancing, "round_robin")
+        self.assertIn('"round_robin"', options["grpc.service_config"])
+        self.assertEqual(options["grpc.max_receive_message_length"], 256 * 1024 * 1024)
+        self.assertEqual(options["grpc.max_send_message_length"], 256 * 1024 * 1024)
+        client.close()
+        plain = partplan.Client("localhost:1")
+        self.assertIsNone(plain.load_balancing)
+        self.assertNotIn("grpc.service_config", dict(plain.channel_options))
+        plain.close()
+        with self.assertRaises(ValueError):
+            partplan.Client("localhost:1", load_balancing="random")
+
+    def test_dns_target(self):
+        with support.FakeServer() as server:
+            with partplan.Client(f"dns:///127.0.0.1:{server.port}", timeout=10) as client:
+                self.assertEqual(client.validate(pb.Graph()).node_count, 1)
+
+    def test_round_robin_spreads_calls(self):
+        # Two servers behind one target: round_robin uses both, pick_first one.
+        with support.FakeServer() as a, support.FakeServer() as b:
+            a.planner.name, b.planner.name = "a", "bb"
+            target = f"ipv4:127.0.0.1:{a.port},127.0.0.1:{b.port}"
+            with partplan.Client(target, timeout=10, load_balancing="round_robin") as client:
+                client.wait_until_ready(10)
+                seen = [client.validate(pb.Graph()).node_count for _ in range(8)]
+            self.assertEqual(set(seen), {1, 2})
+            with partplan.Client(target, timeout=10, load_balancing="pick_first") as client:
+                seen = [client.validate(pb.Graph()).node_count for _ in range(8)]
+            self.assertEqual(len(set(seen)), 1)
+
+    def test_large_messages(self):
+        # A 6 MiB response: over gRPC's 4 MiB default, under partplan's 256 MiB.
+        with support.FakeServer() as server:
+            server.planner.split_response = pb.SplitGraphResponse(
+                submodules=[pb.Submodule(name="n" * 1024, nodes=["x" * 1024] * 6) for _ in range(1024)])
+            with partplan.Client(server.target, timeout=20) as client:
+                response = client.split_graph(pb.Graph(nodes=[pb.Node(name="y" * (5 << 20))]))
+                self.assertEqual(len(response.submodules), 1024)
+            with partplan.Client(server.target, timeout=20, max_message_bytes=4 << 20) as client:
+                with self.assertRaises(partplan.PartplanError) as caught:
+                    client.split_graph(pb.Graph())
+                self.assertEqual(caught.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+    def test_metadata_and_token(self):
+        with support.FakeServer() as server:
+            with tempfile.NamedTemporaryFile("w", suffix=".token") as f:
+                f.write("s3cret\n")
+                f.flush()
+                with partplan.Client(server.target, token_file=f.name,
+                                     metadata=[("x-team", "ml")]) as client:
+                    client.validate(pb.Graph(), metadata=[("x-request-id", "req-7")])
+            call = server.planner.calls[-1]
+            self.assertEqual(call["authorization"], "Bearer s3cret")
+            self.assertEqual(call["x-team"], "ml")
+            self.assertEqual(call["x-request-id"], "req-7")
+            self.assertIn("partplan-python", call["user-agent"])
+
+
+@unittest.skipIf(shutil.which("openssl") is None, "needs the openssl command")
+class TlsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp()
+
+        def run(*args):
+            subprocess.run(["openssl", *args], cwd=cls.dir, check=True, capture_output=True)
+
+        run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+            "-days", "2", "-subj", "/CN=partplan test CA")
+        for name, cn in (("server", "partplan.test"), ("client", "a client")):
+            run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                "-subj", f"/CN={cn}")
+            with open(os.path.join(cls.dir, f"{name}.ext"), "w") as f:
+                f.write("subjectAltName=DNS:partplan.test\n" if name == "server" else
+                        "extendedKeyUsage=clientAuth\n")
+            run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def read(self, name):
+        with open(self.path(name), "rb") as f:
+            return f.read()
+
+    def test_mutual_tls(self):
+        credentials = grpc.ssl_server_credentials(
+            [(self.read("server.key"), self.read("server.pem"))],
+            root_certificates=self.read("ca.pem"), require_client_auth=True)
+        with support.FakeServer(credentials=credentials) as server:
+            # Paths, as the CLI passes them; the certificate names partplan.test.
+            with partplan.Client(server.target, timeout=10, root_certificates=self.path("ca.pem"),
+                                 private_key=self.path("client.key"),
+                                 certificate_chain=self.path("client.pem"),
+                                 server_name="partplan.test") as client:
+                self.assertEqual(client.validate(pb.Graph()).node_count, 1)
+            # No client certificate: the handshake fails.
+            with partplan.Client(server.target, timeout=3, retry=NO_RETRY,
+                                 root_certificates=self.read("ca.pem"),
+                                 server_name="partplan.test") as client:
+                with self.assertRaises(partplan.PartplanError) as caught:
+                    client.validate(pb.Graph())
+                self.assertEqual(caught.exception.code, grpc.StatusCode.UNAVAILABLE)
+
+    def test_server_tls_and_plaintext_mismatch(self):
+        credentials = grpc.ssl_server_credentials([(self.read("server.key"), self.read("server.pem"))])
+        with support.FakeServer(credentials=credentials) as server:
+            with partplan.Client(server.target, timeout=10,
+                                 root_certificates=self.read("ca.pem").decode(),
+                                 server_name="partplan.test") as client:
+                self.assertEqual(client.validate(pb.Graph()).node_count, 1)
+            with partplan.Client(server.target, timeout=2, retry=NO_RETRY) as client:
+                with self.assertRaises(partplan.PartplanError) as caught:
+                    client.validate(pb.Graph())
+                self.assertEqual(caught.exception.code, grpc.StatusCode.UNAVAILABLE)
+
+    def test_key_without_certificate(self):
+        with self.assertRaises(ValueError):
+            partplan.Client("localhost:1", private_key=self.path("client.key"))
+
+
+class RealServerTest(unittest.TestCase):
+    """Against partplan_server on loopback."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = support.shared_server()
+        cls.client = partplan.Client(cls.server.target, timeout=30)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+
+    def test_bad_request_field_violations(self):
+        graph = json_format.ParseDict({"nodes": [
+            {"name": "x", "op": "PLACEHOLDER", "target": "x",
+             "outputs": [{"shape": ["4"], "dtype": "torch.float32"}]},
+            {"name": "relu", "op": "CALL_FUNCTION", "target": "torch.relu", "args": [{"node": "fc"}]},
+            {"name": "fc", "op": "CALL_MODULE", "target": "fc", "args": [{"node": "x"}]},
+            {"name": "output", "op": "OUTPUT", "target": "output", "args": [{"node": "relu"}]},
+        ]}, pb.Graph())
+        with self.assertRaises(partplan.PartplanError) as caught:
+            self.client.partition_graph(graph, ["1MiB"])
+        error = caught.exception
+        self.assertEqual(error.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(error.attempts, 1)
+        self.assertTrue(error.field_violations, error)
+        violation = error.field_violations[0]
+        self.assertEqual(violation.field, "graph.nodes[1].args[0]")
+        self.assertIn("'fc'", violation.description)
+        self.assertIn("BadRequest", error.details[0].DESCRIPTOR.full_name)
+        self.assertIn("field graph.nodes[1].args[0]: ", str(error))
+        # It survives pickling (multiprocessing) with what it says.
+        copy = pickle.loads(pickle.dumps(error))
+        self.assertEqual((copy.code, copy.message, copy.field_violations),
+                         (error.code, error.message, error.field_violations))
+
+    def test_bad_devices(self):
+        graph = example("graph_mlp.json", pb.Graph)
+        inventory = partplan.device_inventory(["1MiB", "1MiB"])
+        inventory.devices[1].logical_id = 0
+        with self.assertRaises(partplan.PartplanError) as caught:
+            self.client.plan(graph, inventory)
+        self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertTrue(any(v.field.startswith("devices.") for v in caught.exception.field_violations),
+                        caught.exception)
+
+    def test_not_enough_memory(self):
+        graph = example("graph_mlp.json", pb.Graph)
+        with self.assertRaises(partplan.PartplanError) as caught:
+            self.client.plan(graph, ["1KiB", "1KiB"])
+        self.assertEqual(caught.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("memory", caught.exception.message)
+        self.assertEqual(caught.exception.field_violations, [])
+
+    def test_every_rpc(self):
+        # Each example request through its method: planned, or UNIMPLEMENTED
+        # for a planner that has not landed.
+        cases = [
+            ("partition_graph", "partition_graph.json", pb.PartitionGraphRequest),
+            ("plan", "plan.json", pb.PlanRequest),
+            ("validate", "validate.json", pb.ValidateRequest),
+            ("split_graph", "split_graph.json", pb.SplitGraphRequest),
+            ("shard_graph", "shard_graph.json", pb.ShardGraphRequest),
+            ("build_pipeline_graph", "build_pipeline_graph.json", pb.BuildPipelineGraphRequest),
+            ("plan_data_parallel", "plan_data_parallel.json", pb.PlanDataParallelRequest),
+        ]
+        self.assertEqual(len(cases), len(partplan.client.RPCS))
+        for method, file, cls in cases:
+            with self.subTest(method=method):
+                request = example(file, cls)
+                try:
+                    response = getattr(self.client, method)(request=request)
+                except partplan.PartplanError as e:
+                    self.assertEqual(e.code, grpc.StatusCode.UNIMPLEMENTED, e)
+                    continue
+                self.assertTrue(response.ByteSize() > 0, method)
+
+    def test_keyword_requests(self):
+        graph = example("graph_mlp.json", pb.Graph)
+        v = self.client.validate(graph, ["8MiB", "8MiB", "8MiB"])
+        self.assertEqual((v.node_count, v.device_count), (len(graph.nodes), 3))
+        plan = self.client.partition_graph(graph, "8MiB,8MiB,8MiB", mode="size_based").plan
+        self.assertEqual(plan.summary.planner, "partitioner/size_based")
+        self.assertEqual(len(plan.partitions), 3)
+        same = self.client.plan(graph, partplan.device_inventory("8MiB", count=3)).plan
+        self.assertEqual([a.partition for a in same.assignments], [a.partition for a in plan.assignments])
+        split = self.client.split_graph(graph, plan)
+        self.assertEqual([s.name for s in split.submodules], [d.submodule for d in plan.dag])
+        as_dict = self.client.split_graph(graph, {a.node: a.partition for a in plan.assignments})
+        self.assertEqual(as_dict, split)
+        # Dicts in proto3 JSON form work too.
+        self.assertEqual(self.client.call("Validate", {"graph": json_format.MessageToDict(graph)}), 
+                         self.client.validate(graph))
+        with self.assertRaisesRegex(ValueError, "unknown value 'fastest'"):
+            self.client.plan(graph, ["8MiB"], mode="fastest")
+
+
+class SizesTest(unittest.TestCase):
+    def test_parse(self):
+        cases = {"16GiB": 16 << 30, "1.5G": 1_500_000_000, "8gib": 8 << 30, "512": 512, "2KB": 2000,
+                 "1.2e10": 12_000_000_000, "3Ki": 3072, "10 MiB": 10 << 20, "7B": 7}
+        for text, value in cases.items():
+            self.assertEqual(partplan.parse_byte_size(text), value, text)
+        for bad in ("", "GiB", "-1", "1.5X", "0x10", "inf"):
+            with self.assertRaises(ValueError, msg=bad):
+                partplan.parse_byte_size(bad)
+
+    def test_format(self):
+        self.assertEqual(partplan.format_byte_size(512), "512 B")
+        self.assertEqual(partplan.format_byte_size(1536), "1.5 KiB")
+        self.assertEqual(partplan.format_byte_size(16 << 30), "16.0 GiB")
+
+    def test_device_inventory(self):
+        inv = partplan.device_inventory("8GiB,4GiB", transfer_rate="12GB")
+        self.assertEqual([(d.name, d.logical_id, d.available_memory_bytes) for d in inv.devices],
+                         [("gpu0", 0, 8 << 30), ("gpu1", 1, 4 << 30)])
+        self.assertEqual(inv.transfer_rate_bytes_per_second, 12e9)
+        self.assertEqual(len(partplan.device_inventory("1GiB", count=4).devices), 4)
+        with self.assertRaises(ValueError):
+            partplan.device_inventory(["1GiB", "0"])
+
+
+if __name__ == "__main__":
+    unittest.main()
