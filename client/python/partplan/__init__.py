@@ -28,7 +28,7 @@ from .messages import *  # noqa: E402,F401,F403
 from .messages import __all__ as _messages_all  # noqa: E402
 from ._sizes import format_byte_size, parse_byte_size  # noqa: E402
 from .errors import PartplanError  # noqa: E402
-from .client import Client, RetryPolicy, device_inventory  # noqa: E402
+from .client import NO_RETRY, Client, RetryPolicy, aot_config, device_inventory  # noqa: E402
 from .graph_io import load_graph, load_message, save_message  # noqa: E402
 
 __version__ = "0.1.0"
@@ -63,6 +63,8 @@ def __dir__():
 __all__ = [
     "Client",
     "RetryPolicy",
+    "NO_RETRY",
+    "aot_config",
     "PartplanError",
     "device_inventory",
     "load_graph",

@@ -139,6 +139,21 @@ def device_inventory(
     return inventory
 
 
+def aot_config(assignment: Mapping[str, int],
+               partition_devices: Optional[Mapping[int, Sequence[int]]] = None,
+               *, saturate_host: bool = False) -> "pb.PartitionerConfig":
+    """An AOT_BASED PartitionerConfig: your own {call_* node: partition} and
+    {partition: [logical device ids]} (default: partition i on device i)."""
+    config = pb.PartitionerConfig(mode=pb.PartitionerConfig.AOT_BASED, saturate_host=saturate_host)
+    for node, partition in assignment.items():
+        config.node_partitions.add(node=node, partition=int(partition))
+    if partition_devices is None:
+        partition_devices = {p: [p] for p in sorted(set(assignment.values()))}
+    for partition, ids in partition_devices.items():
+        config.partition_devices.add(partition=int(partition), logical_device_ids=list(ids))
+    return config
+
+
 def _as_devices(devices) -> Optional[pb.DeviceInventory]:
     if devices is None or isinstance(devices, pb.DeviceInventory):
         return devices

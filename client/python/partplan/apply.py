@@ -1,0 +1,159 @@
+"""apply_plan: runnable submodules from a plan, by torch.fx's own split_module.
+
+    gm = partplan.trace(model)
+    response = client.plan(partplan.export(gm, (x,)), devices=["8GiB", "8GiB"])
+    split = partplan.apply_plan(gm, response)
+    split.submod_0, split.submod_1        # one GraphModule per partition
+    torch.testing.assert_close(split(x), gm(x))
+
+The plan only says which partition every call_* node is in; split_module
+(torch.fx.passes.split_module) builds the submodules and the top-level graph
+calling them, exactly as torch.fx's Partitioner does with its own plans. The
+names are split_module's: `submod_<partition id>`.
+"""
+
+from typing import Any, Dict, Iterable, Mapping, Optional, Union
+
+import torch
+import torch.fx
+import torch.nn as nn
+from torch.fx.passes.split_module import split_module
+
+from . import messages as pb
+from .exporter import trace
+
+OP_NODES = ("call_module", "call_function", "call_method")
+
+
+def assignment_of(response: Any) -> Dict[str, int]:
+    """{node name: partition id} from any planner response or plan:
+    PartitionGraphResponse, PlanResponse, PartitionPlan, ShardGraphResponse
+    (shard ids), SplitGraphResponse (its submodules' nodes), a sequence of
+    NodePartitions, or a dict."""
+    if isinstance(response, Mapping):
+        return {str(k): int(v) for k, v in response.items()}
+    if isinstance(response, (pb.PartitionGraphResponse, pb.PlanResponse)):
+        response = response.plan
+    if isinstance(response, pb.SplitGraphResponse):
+        return {node: sub.partition for sub in response.submodules for node in sub.nodes}
+    if isinstance(response, (pb.PartitionPlan, pb.ShardGraphResponse)):
+        return {a.node: a.partition for a in response.assignments}
+    if isinstance(response, Iterable):
+        out = {}
+        for a in response:
+            if isinstance(a, pb.NodePartition):
+                out[a.node] = a.partition
+            else:
+                node, partition = a
+                out[node] = int(partition)
+        return out
+    raise TypeError(f"no node -> partition assignment in a {type(response).__name__}")
+
+
+class _DeviceCall(nn.Module):
+    """Runs a submodule on a device, moving tensor arguments there first."""
+
+    def __init__(self, module: nn.Module, device: torch.device):
+        super().__init__()
+        self.module = module.to(device)
+        self.device = device
+
+    def forward(self, *args):
+        moved = torch.fx.node.map_aggregate(
+            args, lambda a: a.to(self.device) if isinstance(a, torch.Tensor) else a)
+        return self.module(*moved)
+
+
+def apply_plan(
+    graph_module: nn.Module,
+    response: Any,
+    *,
+    keep_original_order: bool = False,
+    devices: Optional[Mapping[int, Union[str, torch.device]]] = None,
+    leaf_modules: Iterable[Union[type, str]] = (),
+) -> torch.fx.GraphModule:
+    """The split GraphModule of `graph_module` for a plan's assignment.
+
+    graph_module: the GraphModule that was exported (best), or the model
+      itself, which is then traced again (with the same leaf_modules as for
+      export) and must give the same node names.
+    response: a PartitionGraph/Plan/SplitGraph/ShardGraph response, a
+      PartitionPlan, NodePartitions or a {node: partition} dict.
+    keep_original_order: split_module's: submodules in order of first
+      appearance instead of a topological order.
+    devices: {logical device id: torch device}. With it (and a
+      PartitionGraph/Plan response, which places partitions on devices),
+      every submodule is moved to the device of its partition (the first
+      one when replicated) and its inputs are moved there when it is called.
+
+    Every call_* node of the graph must be assigned, and nothing else.
+    Raises ValueError naming the nodes that are not.
+    """
+    if isinstance(graph_module, torch.fx.GraphModule) and not leaf_modules:
+        gm = graph_module
+    else:
+        gm = trace(graph_module, leaf_modules=leaf_modules)
+    assignment = assignment_of(response)
+    op_nodes = [n for n in gm.graph.nodes if n.op in OP_NODES]
+    missing = [n.name for n in op_nodes if n.name not in assignment]
+    known = {n.name for n in gm.graph.nodes}
+    unknown = [name for name in assignment if name not in known]
+    not_ops = [name for name in assignment if name in known and name not in {n.name for n in op_nodes}]
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} call_* node(s) without a partition: {_some(missing)}")
+    if unknown:
+        problems.append(f"{len(unknown)} assigned node(s) not in the graph: {_some(unknown)}")
+    if not_ops:
+        problems.append(f"placeholder/get_attr/output node(s) assigned: {_some(not_ops)}")
+    if problems:
+        raise ValueError("the plan does not match the graph (was it exported from this "
+                         "GraphModule?): " + "; ".join(problems))
+    _check_outputs(gm, assignment)
+    split = split_module(gm, gm, lambda node: assignment[node.name],
+                         keep_original_order=keep_original_order)
+    if devices:
+        placement = _partition_devices(response)
+        for partition, logical_ids in placement.items():
+            name = f"submod_{partition}"
+            if not logical_ids or logical_ids[0] not in devices or not hasattr(split, name):
+                continue
+            device = torch.device(devices[logical_ids[0]])
+            setattr(split, name, _DeviceCall(getattr(split, name), device))
+    return split
+
+
+def _some(names, limit: int = 5) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
+
+
+def _check_outputs(gm: torch.fx.GraphModule, assignment: Dict[str, int]) -> None:
+    """torch 1.13's split_module fails with an IndexError on a partition
+    that produces nothing used outside it (dead code alone in a partition);
+    say so instead."""
+    has_output = set()
+    for node in gm.graph.nodes:
+        if node.name not in assignment:
+            continue
+        part = assignment[node.name]
+        for user in node.users:
+            if assignment.get(user.name) != part:
+                has_output.add(part)
+    dead = sorted(set(assignment.values()) - has_output)
+    if dead:
+        raise ValueError(
+            f"partition(s) {dead} produce no value used outside them (only dead code?); "
+            "torch.fx's split_module cannot build such a submodule; remove the dead nodes "
+            "(gm.graph.eliminate_dead_code(); gm.recompile()) before exporting")
+
+
+def _partition_devices(response: Any) -> Dict[int, list]:
+    if isinstance(response, (pb.PartitionGraphResponse, pb.PlanResponse)):
+        response = response.plan
+    if isinstance(response, pb.PartitionPlan):
+        return {p.id: list(p.logical_device_ids) for p in response.partitions}
+    if isinstance(response, pb.ShardGraphResponse):
+        return {s.id: [s.logical_device_id] for s in response.shards}
+    raise TypeError("devices= needs a response that places partitions on devices "
+                    "(PartitionGraph, Plan or ShardGraph)")
