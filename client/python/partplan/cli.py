@@ -1,0 +1,376 @@
+"""The command line: python3 -m partplan {export,plan,validate,call,gen-protos}.
+
+    python3 -m partplan export torchvision.models:resnet18 --input-shape 1,3,64,64 --out g.json
+    python3 -m partplan export my_model.py:Net --input-shape 2,8:int64 --out g.pb
+    python3 -m partplan plan --graph g.json --target localhost:50051 \
+        --device-memory 8GiB,8GiB --mode size_based --output table
+    python3 -m partplan validate --graph g.json --target localhost:50051
+    python3 -m partplan call PartitionGraph --request client/examples/partition_graph.json
+
+Exit status: 0 on success, 2 for bad usage or input, and the gRPC status code
+(3 INVALID_ARGUMENT, 9 FAILED_PRECONDITION, 14 UNAVAILABLE, ...) when the
+call fails; the message and every field violation go to stderr.
+"""
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import sys
+from typing import List, Optional
+
+from google.protobuf import json_format
+
+from ._sizes import format_byte_size, parse_byte_size
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------
+# export
+# ---------------------------------------------------------------------------
+
+
+def load_object(spec: str):
+    """`package.module:attr` or `path/to/file.py:attr` -> the attribute
+    (dotted attributes allowed: `pkg.mod:Outer.factory`)."""
+    if ":" not in spec:
+        raise UsageError(f"{spec!r}: want <module path>:<factory or class>, "
+                         "e.g. torchvision.models:resnet18 or model.py:Net")
+    module_part, attr_part = spec.rsplit(":", 1)
+    if module_part.endswith(".py") or os.sep in module_part:
+        path = os.path.abspath(module_part)
+        if not os.path.exists(path):
+            raise UsageError(f"{module_part}: no such file")
+        name = "_partplan_user_" + os.path.splitext(os.path.basename(path))[0]
+        file_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(file_spec)
+        sys.modules[name] = module
+        sys.path.insert(0, os.path.dirname(path))
+        file_spec.loader.exec_module(module)
+    else:
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(module_part)
+        except ImportError as e:
+            raise UsageError(f"cannot import {module_part}: {e}") from None
+    obj = module
+    for atom in attr_part.split("."):
+        try:
+            obj = getattr(obj, atom)
+        except AttributeError:
+            raise UsageError(f"{module_part} has no attribute {attr_part!r}") from None
+    return obj
+
+
+def parse_input_spec(text: str):
+    """"1,3,64,64" (float32) or "2,8:int64" -> (shape, dtype)."""
+    import torch
+
+    shape_text, _, dtype_text = text.partition(":")
+    try:
+        shape = [int(d) for d in shape_text.split(",") if d.strip()] if shape_text.strip() else []
+    except ValueError:
+        raise UsageError(f"--input-shape {text!r}: want comma-separated sizes, e.g. 1,3,64,64") from None
+    if any(d < 0 for d in shape):
+        raise UsageError(f"--input-shape {text!r}: sizes must not be negative")
+    dtype_name = (dtype_text or "float32").strip()
+    dtype = getattr(torch, dtype_name.replace("torch.", ""), None)
+    if not isinstance(dtype, torch.dtype):
+        raise UsageError(f"--input-shape {text!r}: unknown dtype {dtype_name!r}")
+    return shape, dtype
+
+
+def make_input(shape, dtype, high: int):
+    import torch
+
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(shape, dtype=dtype)
+    if dtype == torch.bool:
+        return torch.zeros(shape, dtype=dtype)
+    return torch.randint(0, max(high, 1), shape, dtype=dtype)
+
+
+def cmd_export(args) -> int:
+    import torch
+
+    from . import exporter
+    from .graph_io import message_to_json, save_message
+
+    obj = load_object(args.model)
+    kwargs = json.loads(args.kwargs) if args.kwargs else {}
+    if isinstance(obj, torch.nn.Module):
+        model = obj
+    elif callable(obj):
+        model = obj(**kwargs)
+    else:
+        raise UsageError(f"{args.model} is neither a module nor a factory")
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"{args.model} returned a {type(model).__name__}, not a torch.nn.Module")
+    if not args.train:
+        model.eval()
+    torch.manual_seed(args.seed)
+    inputs = [make_input(*parse_input_spec(s), high=args.int_high) for s in args.input_shape or []]
+    leaves = []
+    for leaf in args.leaf_module or []:
+        leaves.append(load_object(leaf) if ":" in leaf else leaf)
+    if args.aten:
+        result = exporter.export_aten(model, inputs, with_backward=args.with_backward, name=args.name)
+        graph = result.graph
+        if args.roles_out:
+            with open(args.roles_out, "w") as f:
+                json.dump(result.roles, f, indent=1)
+                f.write("\n")
+    else:
+        graph = exporter.export(model, inputs, leaf_modules=leaves, name=args.name,
+                                flops=not args.no_flops, modules=not args.no_modules)
+    if args.out and args.out != "-":
+        binary = None if args.format == "auto" else args.format == "binary"
+        save_message(graph, args.out, binary=binary)
+        total = sum(n.size_bytes.total_bytes for n in graph.nodes)
+        print(f"{args.out}: {len(graph.nodes)} nodes, {format_byte_size(total)}", file=sys.stderr)
+    elif args.format == "binary":
+        sys.stdout.buffer.write(graph.SerializeToString())
+    else:
+        sys.stdout.write(message_to_json(graph) + "\n")
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# plan, validate, call
+# ---------------------------------------------------------------------------
+
+
+def _parse_duration(text: str) -> float:
+    """"30s", "500ms", "2m", "1.5" (seconds)."""
+    t = text.strip().lower()
+    for suffix, scale in (("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if t.endswith(suffix):
+            t, mult = t[: -len(suffix)], scale
+            break
+    else:
+        mult = 1.0
+    try:
+        value = float(t) * mult
+    except ValueError:
+        raise UsageError(f"invalid duration {text!r}; e.g. 30s, 500ms, 2m") from None
+    if value <= 0:
+        raise UsageError(f"duration must be positive, got {text!r}")
+    return value
+
+
+def _client(args):
+    from .client import Client, NO_RETRY, RetryPolicy
+
+    retry = RetryPolicy(max_attempts=args.attempts) if args.attempts > 1 else NO_RETRY
+    return Client(
+        args.target,
+        timeout=_parse_duration(args.deadline) if args.deadline else None,
+        retry=retry,
+        tls=args.tls or None,
+        root_certificates=args.root_certs,
+        private_key=args.client_key,
+        certificate_chain=args.client_cert,
+        server_name=args.server_name,
+    )
+
+
+def _print_response(response, output: str) -> None:
+    from .table import format_response
+
+    if output == "table":
+        sys.stdout.write(format_response(response))
+    else:
+        sys.stdout.write(json_format.MessageToJson(response, indent=1) + "\n")
+
+
+def _devices_from_args(args):
+    from .client import device_inventory
+
+    if not args.device_memory:
+        raise UsageError("--device-memory is required: the memory of each device, e.g. "
+                         "--device-memory 16GiB,16GiB (or --devices 2 --device-memory 16GiB)")
+    try:
+        return device_inventory(args.device_memory, count=args.devices or None,
+                                transfer_rate=args.transfer_rate)
+    except ValueError as e:
+        raise UsageError(f"--device-memory: {e}") from None
+
+
+def _load_graph(path: str):
+    from .graph_io import load_graph
+
+    try:
+        return load_graph(path)
+    except (OSError, ValueError, json_format.ParseError) as e:
+        raise UsageError(f"--graph {path}: {e}") from None
+
+
+def cmd_plan(args) -> int:
+    from . import messages as pb
+    from .client import partition_mode
+
+    graph = _load_graph(args.graph)
+    devices = _devices_from_args(args)
+    request = pb.PlanRequest(graph=graph, devices=devices)
+    if args.planner == "shard":
+        if not args.shards:
+            raise UsageError("--planner shard needs --shards N")
+        request.shard.shard_count = args.shards
+        if args.shard_mode:
+            request.shard.mode = pb.ShardConfig.Mode.Value(args.shard_mode.upper())
+    else:
+        try:
+            request.partitioner.mode = partition_mode(args.mode)
+        except ValueError as e:
+            raise UsageError(f"--{e}") from None
+        request.partitioner.saturate_host = args.saturate_host
+    with _client(args) as client:
+        response = client.call("Plan", request)
+    _print_response(response, args.output)
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from . import messages as pb
+
+    request = pb.ValidateRequest(graph=_load_graph(args.graph))
+    if args.device_memory:
+        request.devices.CopyFrom(_devices_from_args(args))
+    with _client(args) as client:
+        response = client.call("Validate", request)
+    _print_response(response, "json")
+    return 0
+
+
+def cmd_call(args) -> int:
+    from .client import RPCS
+    from .graph_io import load_message
+
+    if args.method not in RPCS:
+        raise UsageError(f"unknown RPC {args.method!r}; one of {', '.join(RPCS)}")
+    try:
+        request = load_message(args.request, RPCS[args.method][1])
+    except (OSError, ValueError, json_format.ParseError) as e:
+        raise UsageError(f"--request {args.request}: {e}") from None
+    with _client(args) as client:
+        response = client.call(args.method, request)
+    _print_response(response, args.output)
+    return 0
+
+
+def cmd_gen_protos(args) -> int:
+    from . import _codegen
+
+    return _codegen.main(["--check"] if args.check else [])
+
+
+# ---------------------------------------------------------------------------
+
+
+def _add_connection_flags(p) -> None:
+    p.add_argument("--target", default=os.environ.get("PARTPLAN_TARGET", "localhost:50051"),
+                   help="server address: host:port or dns:///name:port (default: $PARTPLAN_TARGET "
+                        "or localhost:50051)")
+    p.add_argument("--deadline", default="60s", help="deadline of the call, retries included (60s)")
+    p.add_argument("--attempts", type=int, default=5,
+                   help="attempts when the server is UNAVAILABLE (5; 1 disables retries)")
+    p.add_argument("--tls", action="store_true", help="use TLS (implied by the certificate flags)")
+    p.add_argument("--root-certs", help="PEM file of the CAs to trust")
+    p.add_argument("--client-cert", help="PEM file of the client certificate (mutual TLS)")
+    p.add_argument("--client-key", help="PEM file of the client key (mutual TLS)")
+    p.add_argument("--server-name", help="name to verify in the server certificate")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m partplan",
+        description="Export torch.fx graphs for partplan and call the partplan service.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("export", help="trace a model and write its partplan.v1.Graph")
+    p.add_argument("model", help="<module path>:<factory or class>, e.g. torchvision.models:resnet18, "
+                                 "model.py:Net")
+    p.add_argument("--input-shape", action="append", metavar="SHAPE[:DTYPE]",
+                   help="one per forward() argument, e.g. 1,3,64,64 or 2,8:int64 (float32 by "
+                        "default; integer inputs are drawn from [0, --int-high))")
+    p.add_argument("--int-high", type=int, default=2, help="integer inputs are below this (2)")
+    p.add_argument("--kwargs", help="JSON object of keyword arguments for the factory")
+    p.add_argument("--out", help="output file: .json for proto3 JSON, else binary (default: stdout JSON)")
+    p.add_argument("--format", choices=["auto", "json", "binary"], default="auto",
+                   help="override the format the --out extension implies")
+    p.add_argument("--leaf-module", action="append",
+                   help="a module class (module:Class) or qualified name not to trace through")
+    p.add_argument("--name", help="Graph.name (default: the model's class name)")
+    p.add_argument("--train", action="store_true", help="export in training mode (default: eval)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the example inputs (0)")
+    p.add_argument("--no-flops", action="store_true", help="leave Node.flops unset")
+    p.add_argument("--no-modules", action="store_true", help="leave Graph.modules empty")
+    p.add_argument("--aten", action="store_true",
+                   help="an aten-level graph (make_fx) for PlanDataParallel instead")
+    p.add_argument("--with-backward", action="store_true", help="--aten: trace the backward pass too")
+    p.add_argument("--roles-out", help="--aten: write the placeholder roles (JSON) here")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("plan", help="plan a graph with the Plan RPC and print the plan")
+    p.add_argument("--graph", required=True, help="a Graph (or a request holding one), .json or binary")
+    p.add_argument("--device-memory", help="memory of each device, e.g. 8GiB,8GiB")
+    p.add_argument("--devices", type=int, default=0, help="device count, with one --device-memory size")
+    p.add_argument("--transfer-rate", help="bytes/s between devices, e.g. 12GB (default: free)")
+    p.add_argument("--planner", choices=["partitioner", "shard"], default="partitioner")
+    p.add_argument("--mode", default="size_based",
+                   help="partitioner mode: size_based, sparse_nn, cost_aware, kl_based, aot_based")
+    p.add_argument("--saturate-host", action="store_true", help="replicate partitions on idle devices")
+    p.add_argument("--shards", type=int, help="--planner shard: the shard count")
+    p.add_argument("--shard-mode", choices=["fairscale", "balanced"], help="--planner shard: the algorithm")
+    p.add_argument("--output", choices=["json", "table"], default="json")
+    _add_connection_flags(p)
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("validate", help="check a graph (and devices) without planning")
+    p.add_argument("--graph", required=True)
+    p.add_argument("--device-memory")
+    p.add_argument("--devices", type=int, default=0)
+    p.add_argument("--transfer-rate")
+    _add_connection_flags(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("call", help="send a request file to any RPC")
+    p.add_argument("method", help="PartitionGraph, Plan, Validate, SplitGraph, ShardGraph, "
+                                  "BuildPipelineGraph or PlanDataParallel")
+    p.add_argument("--request", required=True, help="the request, proto3 JSON (.json) or binary")
+    p.add_argument("--output", choices=["json", "table"], default="json")
+    _add_connection_flags(p)
+    p.set_defaults(func=cmd_call)
+
+    p = sub.add_parser("gen-protos", help="(re)generate the Python code of the API from proto/")
+    p.add_argument("--check", action="store_true", help="only report whether it is current")
+    p.set_defaults(func=cmd_gen_protos)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    from .errors import PartplanError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except PartplanError as e:
+        print(f"error: {e.code_name}: {e.message}", file=sys.stderr)
+        for v in e.field_violations:
+            print(f"  field {v.field}: {v.description}", file=sys.stderr)
+        value = e.code.value[0] if hasattr(e.code, "value") else 1
+        return value or 1
+    except BrokenPipeError:
+        return 0

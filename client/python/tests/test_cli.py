@@ -1,0 +1,219 @@
+"""python3 -m partplan: export, plan, validate, call, gen-protos."""
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+import support
+
+from google.protobuf import json_format
+
+import partplan
+from partplan import cli
+from partplan import messages as pb
+
+MODEL_FILE = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self, width=16):
+            super().__init__()
+            self.emb = nn.Embedding(10, width)
+            self.fc = nn.Linear(width, 4)
+
+        def forward(self, ids, scale):
+            return self.fc(self.emb(ids).mean(dim=1)) * scale
+
+    def make_net():
+        return Net(width=8)
+""")
+
+
+def run_cli(*argv):
+    """(exit status, stdout, stderr) of cli.main in this process."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = cli.main(list(argv))
+    return status, out.getvalue(), err.getvalue()
+
+
+class CliTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = support.shared_server()
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.model_path = os.path.join(cls.tmp.name, "model.py")
+        with open(cls.model_path, "w") as f:
+            f.write(MODEL_FILE)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    def test_export_torchvision_json(self):
+        out = self.path("r18.json")
+        status, _, err = run_cli("export", "torchvision.models:resnet18", "--input-shape", "1,3,64,64",
+                                 "--out", out)
+        self.assertEqual(status, 0, err)
+        self.assertIn("71 nodes", err)
+        with open(out) as f:
+            doc = json.load(f)
+        self.assertEqual(doc["name"], "ResNet")
+        self.assertEqual(doc["nodes"][1]["moduleType"], "torch.nn.Conv2d")
+        graph = partplan.load_graph(out)
+        self.assertEqual(graph.nodes[0].outputs[0].shape, [1, 3, 64, 64])
+
+    def test_export_file_factory_binary_and_plan_table(self):
+        out = self.path("net.pb")
+        status, _, err = run_cli("export", f"{self.model_path}:make_net", "--input-shape", "2,5:int64",
+                                 "--input-shape", "", "--int-high", "10", "--out", out)
+        self.assertEqual(status, 0, err)
+        with open(out, "rb") as f:
+            graph = pb.Graph.FromString(f.read())
+        nodes = {n.name: n for n in graph.nodes}
+        self.assertEqual(nodes["ids"].outputs[0].dtype, "torch.int64")
+        self.assertEqual(list(nodes["scale"].outputs[0].shape), [])  # a 0-d input
+        self.assertEqual(nodes["emb"].parameter_count, 80)
+        total = sum(n.size_bytes.total_bytes for n in graph.nodes)
+        half = total * 85 // 100
+        status, table, err = run_cli("plan", "--graph", out, "--target", self.server.target,
+                                     "--device-memory", f"{half},{half}", "--output", "table")
+        self.assertEqual(status, 0, err)
+        self.assertIn("Partitions\n  ID  NODES  MEMORY", table)
+        self.assertIn("partitioner/size_based", table)
+        self.assertRegex(table, r"devices used +2 of 2")
+
+    def test_export_class_with_kwargs(self):
+        status, out, err = run_cli("export", f"{self.model_path}:Net", "--kwargs", '{"width": 4}',
+                                   "--input-shape", "3,2:int64", "--input-shape", "1", "--no-modules")
+        self.assertEqual(status, 0, err)
+        graph = json_format.Parse(out, pb.Graph())
+        self.assertEqual({n.name: n for n in graph.nodes}["fc"].parameter_count, 4 * 4 + 4)
+        self.assertEqual(len(graph.modules), 0)
+
+    def test_export_aten(self):
+        roles = self.path("roles.json")
+        status, out, err = run_cli("export", "torch.nn:Linear", "--kwargs", '{"in_features": 3, '
+                                   '"out_features": 2}', "--input-shape", "4,3", "--aten",
+                                   "--roles-out", roles)
+        self.assertEqual(status, 0, err)
+        graph = json_format.Parse(out, pb.Graph())
+        self.assertIn("aten.addmm.default", [n.target for n in graph.nodes])
+        with open(roles) as f:
+            self.assertEqual(sorted(json.load(f).values()), ["ACTIVATION", "PARAMETER", "PARAMETER"])
+
+    def test_plan_json_modes(self):
+        graph = os.path.join(support.REPO, "client", "examples", "graph_mlp.json")
+        status, out, err = run_cli("plan", "--graph", graph, "--target", self.server.target,
+                                   "--device-memory", "8MiB", "--devices", "3", "--mode", "SIZE_BASED")
+        self.assertEqual(status, 0, err)
+        plan = json_format.Parse(out, pb.PlanResponse()).plan
+        self.assertEqual(len(plan.partitions), 3)
+        status, _, err = run_cli("plan", "--graph", graph, "--target", self.server.target,
+                                 "--device-memory", "8MiB", "--mode", "best")
+        self.assertEqual(status, 2)
+        self.assertIn("--mode: unknown value 'best'", err)
+
+    def test_errors_exit_with_the_grpc_code(self):
+        bad = self.path("bad.json")
+        with open(bad, "w") as f:
+            json.dump({"nodes": [{"name": "a", "op": "CALL_FUNCTION", "target": "torch.relu",
+                                  "args": [{"node": "b"}]}]}, f)
+        status, _, err = run_cli("plan", "--graph", bad, "--target", self.server.target,
+                                 "--device-memory", "1GiB")
+        self.assertEqual(status, 3)  # INVALID_ARGUMENT
+        self.assertIn("error: INVALID_ARGUMENT", err)
+        self.assertIn("  field graph.nodes[0].args[0]: ", err)
+        status, _, err = run_cli("validate", "--graph", bad, "--target",
+                                 f"127.0.0.1:{support.free_port()}", "--attempts", "1")
+        self.assertEqual(status, 14)  # UNAVAILABLE
+        status, _, err = run_cli("plan", "--graph", self.path("missing.json"), "--device-memory", "1GiB")
+        self.assertEqual(status, 2)
+        status, _, err = run_cli("plan", "--graph", bad)
+        self.assertEqual((status, "--device-memory is required" in err), (2, True))
+        status, _, err = run_cli("export", "no_such_module_xyz:f")
+        self.assertEqual(status, 2)
+
+    def test_call_and_validate(self):
+        request = os.path.join(support.REPO, "client", "examples", "split_graph.json")
+        status, out, err = run_cli("call", "SplitGraph", "--request", request, "--target", self.server.target)
+        self.assertEqual(status, 0, err)
+        self.assertTrue(json_format.Parse(out, pb.SplitGraphResponse()).submodules)
+        status, out, err = run_cli("validate", "--graph", request, "--target", self.server.target)
+        self.assertEqual(status, 0, err)
+        self.assertEqual(json.loads(out)["nodeCount"], 12)
+
+    def test_module_entry_point(self):
+        # The real `python3 -m partplan`, which plans without importing torch.
+        graph = os.path.join(support.REPO, "client", "examples", "graph_mlp.json")
+        env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR)
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "partplan", "plan", "--graph", graph,
+             "--target", self.server.target, "--device-memory", "8MiB,8MiB,8MiB", "--output", "table"],
+            capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("partitioner/size_based", done.stdout)
+        self.assertNotIn("| torch\n", done.stderr)  # -X importtime lists every import
+        done = subprocess.run([sys.executable, "-m", "partplan", "gen-protos", "--check"],
+                              capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual((done.returncode, done.stdout.strip()), (0, "current"))
+
+
+class CodegenTest(unittest.TestCase):
+    def test_generated_code_is_current_and_ignored(self):
+        from partplan import _codegen
+
+        self.assertTrue(_codegen.is_current())
+        self.assertFalse(_codegen.generate())  # nothing to do
+        generated = os.path.join(_codegen.OUT_DIR, "partplan", "v1", "planner_service_pb2_grpc.py")
+        self.assertTrue(os.path.exists(generated))
+        ignored = subprocess.run(["git", "check-ignore", "-q", generated], cwd=support.REPO)
+        self.assertEqual(ignored.returncode, 0, "generated code must be git-ignored")
+        tracked = subprocess.run(["git", "ls-files", "client/python/partplan/_proto"], cwd=support.REPO,
+                                 capture_output=True, text=True).stdout
+        self.assertEqual(tracked, "")
+
+    def test_generates_into_a_fresh_directory(self):
+        # The same generator, pointed elsewhere, produces importable code.
+        from partplan import _codegen
+
+        with tempfile.TemporaryDirectory() as tmp:
+            env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR)
+            script = textwrap.dedent(f"""
+                import partplan._codegen as c
+                c.OUT_DIR = {tmp!r}
+                c.STAMP = c.os.path.join(c.OUT_DIR, "STAMP")
+                c.RPC_DESCRIPTOR_SET = c.os.path.join(c.OUT_DIR, "google_rpc.desc")
+                assert c.generate() is True
+                assert c.generate() is False
+            """)
+            done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                  timeout=60)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            names = sorted(os.listdir(os.path.join(tmp, "partplan", "v1")))
+            self.assertIn("graph_pb2.py", names)
+            self.assertIn("planner_service_pb2_grpc.py", names)
+
+    def test_every_rpc_has_a_method(self):
+        service = pb.planner_service_pb2.DESCRIPTOR.services_by_name["PartitionPlanner"]
+        names = [m.name for m in service.methods]
+        self.assertEqual(sorted(names), sorted(partplan.client.RPCS))
+        for name, (method, request_cls, response_cls) in partplan.client.RPCS.items():
+            self.assertTrue(callable(getattr(partplan.Client, method)), method)
+            descriptor = service.methods_by_name[name]
+            self.assertEqual(descriptor.input_type.full_name, request_cls.DESCRIPTOR.full_name)
+            self.assertEqual(descriptor.output_type.full_name, response_cls.DESCRIPTOR.full_name)
+
+
+if __name__ == "__main__":
+    unittest.main()
