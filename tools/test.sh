@@ -4,13 +4,17 @@
 #   tools/test.sh                   # all tests
 #   tools/test.sh --config=asan     # extra Bazel flags are passed through
 #
-# Installs missing Debian packages first (tools/install_deps.sh). The count
-# is of GoogleTest cases, read from each test target's test.xml; a target
-# that failed to build or crashed without a report counts as one failure.
+# Installs missing Debian packages first (tools/install_deps.sh --python:
+# the Python client's tests need python3-torch, python3-torchvision,
+# python3-grpcio and python3-protobuf). The count is of GoogleTest cases,
+# read from each test target's test.xml (a target that failed to build or
+# crashed without a report counts as one failure), plus the Python client's
+# unittest cases (client/python/tests/run.py, run with /usr/bin/python3 or
+# $PARTPLAN_PYTHON against the server binary this run built).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-tools/install_deps.sh || { echo "tests: 0 passed, 1 failed"; exit 1; }
+tools/install_deps.sh --python || { echo "tests: 0 passed, 1 failed"; exit 1; }
 
 targets=$(bazel query 'tests(//...)' 2>/dev/null)
 if [[ -z "$targets" ]]; then
@@ -20,7 +24,8 @@ if [[ -z "$targets" ]]; then
 fi
 
 summary=$(mktemp)
-trap 'rm -f "$summary"' EXIT
+python_log=$(mktemp)
+trap 'rm -f "$summary" "$python_log"' EXIT
 bazel test --keep_going --test_summary=short "$@" //... 2>&1 | tee "$summary"
 bazel_status=${PIPESTATUS[0]}
 
@@ -52,5 +57,27 @@ if [[ $bazel_status -ne 0 && $failed -eq 0 ]]; then
   # Bazel failed (e.g. a build error) without a failing test case to show.
   failed=1
 fi
+
+# The Python client (client/python): its last line is
+# `python tests: N passed, M failed, K skipped`; skipped tests count as
+# neither.
+python=${PARTPLAN_PYTHON:-/usr/bin/python3}
+bazel_bin=$(bazel info bazel-bin "$@" 2>/dev/null)
+PARTPLAN_SERVER="$bazel_bin/server/partplan_server" "$python" client/python/tests/run.py 2>&1 |
+  tee "$python_log"
+python_status=${PIPESTATUS[0]}
+python_count=$(sed -nE 's/^python tests: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2/p' "$python_log" | tail -1)
+python_failed=1  # no count (a crash) is one failure
+if [[ -n "$python_count" ]]; then
+  read -r python_passed python_failed <<<"$python_count"
+  passed=$((passed + python_passed))
+else
+  echo "no count from the Python tests" >&2
+fi
+if [[ $python_status -ne 0 && $python_failed -eq 0 ]]; then
+  python_failed=1  # it failed without a failing test to show
+fi
+failed=$((failed + python_failed))
+
 echo "tests: $passed passed, $failed failed"
-[[ $failed -eq 0 && $bazel_status -eq 0 ]]
+[[ $failed -eq 0 && $bazel_status -eq 0 && $python_status -eq 0 ]]
