@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages partplan needs, skipping those present.
 #
-#   tools/install_deps.sh            # build and test dependencies
-#   tools/install_deps.sh --python   # plus the Python tooling (torch.fx, grpcio)
+#   tools/install_deps.sh              # build and test dependencies
+#   tools/install_deps.sh --python     # plus the Python tooling (torch.fx, grpcio)
+#   tools/install_deps.sh --build-only # only what building the server needs (the image)
 #
 # Needs root (or sudo) only when something is missing.
 set -euo pipefail
@@ -11,9 +12,19 @@ packages=(
   bazel-bootstrap bazel-platforms g++ python3
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev libgrpc-dev grpc-proto
   libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  openssl  # tests/server: certificates for the TLS tests
 )
+if [[ "${1:-}" != "--build-only" ]]; then
+  packages+=(
+    libgtest-dev libgmock-dev libbenchmark-dev
+    openssl      # tests/server: certificates for the TLS tests
+    python3-yaml # tests/deploy: reading the rendered manifests
+  )
+  # tests/deploy renders the manifests with `kubectl kustomize`. Debian's
+  # kubectl is in kubernetes-client; keep any kubectl already installed.
+  if ! command -v kubectl >/dev/null; then
+    packages+=(kubernetes-client)
+  fi
+fi
 if [[ "${1:-}" == "--python" ]]; then
   packages+=(python3-torch python3-torchvision python3-grpcio python3-protobuf)
 fi
