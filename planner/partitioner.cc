@@ -193,7 +193,9 @@ absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
           }
         }
         PARTPLAN_ASSIGN_OR_RETURN(set, SparseNnPartition(graph, devices, token));
-        loads = ChargePlacedPartitions(devices, set);
+        // A graph without embedding nodes leaves its partitions unplaced
+        // (torch.fx crashes there): place them best fit.
+        PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));
         break;
       }
       case v1::PartitionerConfig::COST_AWARE: {

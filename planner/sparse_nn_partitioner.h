@@ -7,7 +7,9 @@
 // non-embedding partitions, repeatedly merges the smallest partition into
 // the largest one it fits with whose DAG level differs by at most one. Each
 // embedding partition gets its own device (inventory order); the
-// non-embedding partitions run on all of those devices.
+// non-embedding partitions run on all of those devices, and are left
+// unplaced when there is no embedding partition (the caller then places
+// them best fit; torch.fx crashes there).
 //
 // A node is an embedding node when it calls a module whose type, or the
 // type of a module on its path or below it in Graph.modules, contains

@@ -206,6 +206,21 @@ TEST(SizeBasedTest, UnknownModeIsInvalidArgument) {
   EXPECT_EQ(InvalidFieldPath(plan.status()).value_or(""), "config.mode");
 }
 
+TEST(SparseNnTest, GraphsWithoutEmbeddingsArePlacedBestFit) {
+  v1::PartitionGraphRequest request = Request(Chain(), {130, 130});
+  request.mutable_config()->set_mode(v1::PartitionerConfig::SPARSE_NN);
+  absl::StatusOr<v1::PartitionPlan> plan = Partition(request);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // Cuts at 130 bytes: x, a, b (110) | c, d (60 + 20); together they would
+  // need 180, so they stay apart. With no embedding partition to follow,
+  // they are placed best fit: one per device.
+  ASSERT_EQ(plan->partitions_size(), 2);
+  EXPECT_EQ(plan->partitions(0).memory_bytes(), 110);
+  EXPECT_EQ(plan->partitions(1).memory_bytes(), 80);
+  EXPECT_THAT(Ids(plan->partitions(0).logical_device_ids()), ElementsAre(0));
+  EXPECT_THAT(Ids(plan->partitions(1).logical_device_ids()), ElementsAre(1));
+}
+
 TEST(SizeBasedTest, StopsWhenCancelled) {
   CancellationToken token;
   token.Cancel();

@@ -1,0 +1,1014 @@
+#include "planner/data_parallel/batch_dim_analysis.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "planner/data_parallel/dim_maps.h"
+#include "planner/data_parallel/node_args.h"
+#include "planner/graph_import.h"
+#include "planner/status_util.h"
+
+namespace partplan {
+
+const char* ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
+  }
+  return "sum";
+}
+
+absl::Status BatchDimOptions::CheckAndSetup(const CompactGraph& graph) {
+  if (input_batch_dim < 0) {
+    return InvalidFieldError("input_batch_dim",
+                             absl::StrCat("must not be negative, got ", input_batch_dim));
+  }
+  if (roles.size() > static_cast<size_t>(graph.num_nodes())) {
+    return InvalidFieldError("roles", absl::StrCat(roles.size(), " roles for a graph of ",
+                                                   graph.num_nodes(), " nodes"));
+  }
+  roles.resize(graph.num_nodes(), v1::ROLE_UNSPECIFIED);
+  return absl::OkStatus();
+}
+
+absl::Span<const int64_t> BatchDimAnalysis::shape(NodeId v, int k) const {
+  const TensorInfo& info = tensors_[element_offsets_[v] + k];
+  return absl::MakeConstSpan(shape_pool_.data() + info.shape_offset,
+                             static_cast<size_t>(info.rank));
+}
+
+int64_t BatchDimAnalysis::value_bytes(NodeId v) const {
+  int64_t total = 0;
+  for (int k = 0; k < num_elements(v); ++k) {
+    int64_t bytes = element_bytes(v, k);
+    for (int64_t size : shape(v, k)) bytes *= size;
+    total += bytes;
+  }
+  return total;
+}
+
+const std::string& BatchDimAnalysis::note(NodeId v) const {
+  auto it = notes_.find(v);
+  return it == notes_.end() ? no_note_ : it->second;
+}
+
+namespace {
+
+std::string ShapeString(absl::Span<const int64_t> shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+bool HasNoElements(absl::Span<const int64_t> shape) {
+  return std::find(shape.begin(), shape.end(), 0) != shape.end();
+}
+
+std::string NodeField(NodeId v) { return absl::StrCat("graph.nodes[", v, "]"); }
+
+// What an op does with one batch-sharded operand's batch dim.
+struct DimFate {
+  enum Kind { kMapped, kContracted, kGathered, kNoRule } kind = kNoRule;
+  int32_t dim = -1;  // kMapped: the output dim
+};
+
+DimFate Mapped(int32_t dim) { return DimFate{DimFate::kMapped, dim}; }
+DimFate Contracted() { return DimFate{DimFate::kContracted, -1}; }
+DimFate Gathered() { return DimFate{DimFate::kGathered, -1}; }
+DimFate NoRule() { return DimFate{}; }
+
+// Broadcasting (right-aligned): where operand dim `dim` of an operand of
+// shape `operand` lands in `output`, if it keeps its size there.
+DimFate Broadcast(absl::Span<const int64_t> operand, int32_t dim,
+                  absl::Span<const int64_t> output) {
+  const int64_t at = dim + static_cast<int64_t>(output.size()) - static_cast<int64_t>(operand.size());
+  if (at < 0 || at >= static_cast<int64_t>(output.size()) || output[at] != operand[dim]) {
+    return NoRule();
+  }
+  return Mapped(static_cast<int32_t>(at));
+}
+
+// Same position (left-aligned): the dim stays if the output keeps it.
+DimFate SamePosition(absl::Span<const int64_t> operand, int32_t dim,
+                     absl::Span<const int64_t> output) {
+  if (dim < static_cast<int32_t>(output.size()) && output[dim] == operand[dim]) {
+    return Mapped(dim);
+  }
+  return Contracted();
+}
+
+}  // namespace
+
+// One pass over the graph in order; see the header for the rules.
+class BatchDimAnalyzer {
+ public:
+  BatchDimAnalyzer(const CompactGraph& graph, const BatchDimOptions& options,
+                   const CancellationToken& token)
+      : graph_(graph), options_(options), token_(token) {}
+
+  absl::StatusOr<BatchDimAnalysis> Run() {
+    const int32_t n = graph_.num_nodes();
+    result_.element_offsets_.reserve(n + 1);
+    result_.element_offsets_.push_back(0);
+    result_.ambiguous_.assign(n, false);
+    result_.keeps_partial_.assign(n, false);
+    result_.gathers_batch_.assign(n, false);
+    result_.elementwise_.assign(n, false);
+    PARTPLAN_RETURN_IF_ERROR(FindSeed());
+    for (NodeId v = 0; v < n; ++v) {
+      PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(v));
+      switch (graph_.op(v)) {
+        case v1::PLACEHOLDER:
+          PARTPLAN_RETURN_IF_ERROR(AnalyzePlaceholder(v));
+          break;
+        case v1::GET_ATTR:
+          // A constant of the traced module (make_fx's _tensor_constant).
+          AddGivenElements(v, Layout::kReplicate);
+          break;
+        case v1::OUTPUT:
+          AddElement(ValueLayout{}, {}, 0);
+          break;
+        default:
+          PARTPLAN_RETURN_IF_ERROR(AnalyzeOp(v));
+          break;
+      }
+      result_.element_offsets_.push_back(static_cast<int64_t>(result_.elements_.size()));
+    }
+    result_.batch_size_ = batch_size_;
+    return std::move(result_);
+  }
+
+ private:
+  // Tensor operands of the op being analysed, with their layouts.
+  struct Operands {
+    bool any_model = false;
+    bool any_partial = false;
+    bool local_mean = false;
+    absl::InlinedVector<NodeId, 4> sharded;        // kShard operands, in input order
+    absl::InlinedVector<NodeId, 2> local_scalars;  // kLocalScalar operands
+    bool has_batch() const { return !sharded.empty() || !local_scalars.empty(); }
+  };
+
+  const v1::Node& proto(NodeId v) const { return graph_.source().nodes(v); }
+  const ValueLayout& layout(NodeId u) const { return result_.layout(u); }
+  absl::Span<const int64_t> shape(NodeId u) const { return result_.shape(u); }
+  bool is_tensor(NodeId u) const { return layout(u).layout != Layout::kNotTensor; }
+
+  void AddElement(const ValueLayout& value, absl::Span<const int64_t> shape,
+                  int64_t element_bytes) {
+    BatchDimAnalysis::TensorInfo info;
+    info.shape_offset = static_cast<int64_t>(result_.shape_pool_.size());
+    info.rank = static_cast<int32_t>(shape.size());
+    info.element_bytes = element_bytes;
+    result_.shape_pool_.insert(result_.shape_pool_.end(), shape.begin(), shape.end());
+    result_.tensors_.push_back(info);
+    result_.elements_.push_back(value);
+  }
+
+  // Bytes per element of output k: from its dtype, else from size_bytes.
+  int64_t GivenElementBytes(NodeId v, int k) const {
+    const v1::Node& node = proto(v);
+    const int64_t bytes = DtypeElementBytes(node.outputs(k).dtype());
+    if (bytes > 0 || !node.has_size_bytes() || node.outputs_size() != 1) return bytes;
+    int64_t elements = 1;
+    for (int64_t size : node.outputs(k).shape()) elements *= size;
+    return elements > 0 ? node.size_bytes().output_bytes() / elements : 0;
+  }
+
+  // One element per given output, all of `layout` (a non-tensor without).
+  void AddGivenElements(NodeId v, Layout kind) {
+    const v1::Node& node = proto(v);
+    if (node.outputs_size() == 0) {
+      AddElement(ValueLayout{}, {}, 0);
+      return;
+    }
+    for (int k = 0; k < node.outputs_size(); ++k) {
+      ValueLayout value;
+      value.layout = kind;
+      AddElement(value, node.outputs(k).shape(), GivenElementBytes(v, k));
+    }
+  }
+
+  void Note(NodeId v, std::string text) {
+    std::string& note = result_.notes_[v];
+    note = note.empty() ? std::move(text) : absl::StrCat(note, "; ", text);
+  }
+
+  // ---- Placeholders --------------------------------------------------
+
+  bool FitsBatchDim(NodeId v) const {
+    const v1::Node& node = proto(v);
+    return node.outputs_size() > 0 && node.outputs(0).shape_size() > options_.input_batch_dim;
+  }
+
+  // The first explicit ACTIVATION, else the first unspecified placeholder
+  // that has the batch dim, gives the batch size.
+  absl::Status FindSeed() {
+    NodeId seed = -1;
+    for (NodeId v = 0; v < graph_.num_nodes() && seed < 0; ++v) {
+      if (graph_.op(v) == v1::PLACEHOLDER && options_.roles[v] == v1::ACTIVATION) seed = v;
+    }
+    for (NodeId v = 0; v < graph_.num_nodes() && seed < 0; ++v) {
+      if (graph_.op(v) == v1::PLACEHOLDER && options_.roles[v] == v1::ROLE_UNSPECIFIED &&
+          FitsBatchDim(v)) {
+        seed = v;
+      }
+    }
+    if (seed < 0) {
+      return InvalidFieldError(
+          "roles", absl::StrCat("the graph has no activation input to take the batch from (a "
+                                "placeholder with role ACTIVATION, or none, and a dim ",
+                                options_.input_batch_dim, ")"));
+    }
+    PARTPLAN_RETURN_IF_ERROR(CheckActivation(seed));
+    seed_ = seed;
+    batch_size_ = proto(seed).outputs(0).shape(options_.input_batch_dim);
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckActivation(NodeId v) const {
+    const v1::Node& node = proto(v);
+    if (node.outputs_size() == 0) {
+      return InvalidFieldError(absl::StrCat(NodeField(v), ".outputs"),
+                               absl::StrCat("activation input '", node.name(),
+                                            "' has no shape; its batch dim cannot be found"));
+    }
+    if (!FitsBatchDim(v)) {
+      return InvalidFieldError(
+          "input_batch_dim",
+          absl::StrCat("batch dim ", options_.input_batch_dim,
+                       " is out of range for activation input '", node.name(), "' of shape ",
+                       ShapeString(node.outputs(0).shape())));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status AnalyzePlaceholder(NodeId v) {
+    const v1::Node& node = proto(v);
+    const int32_t dim = options_.input_batch_dim;
+    switch (options_.roles[v]) {
+      case v1::PARAMETER:
+      case v1::OPTIMIZER_STATE:
+        if (node.outputs_size() == 0) {
+          return InvalidFieldError(
+              absl::StrCat(NodeField(v), ".outputs"),
+              absl::StrCat(v1::PlaceholderRole_Name(options_.roles[v]), " '", node.name(),
+                           "' has no shape; the plan needs its size"));
+        }
+        AddGivenElements(v, Layout::kModelState);
+        return absl::OkStatus();
+      case v1::ACTIVATION: {
+        PARTPLAN_RETURN_IF_ERROR(CheckActivation(v));
+        const int64_t size = node.outputs(0).shape(dim);
+        if (size != batch_size_) {
+          return InvalidFieldError(
+              absl::StrCat(NodeField(v), ".outputs[0].shape[", dim, "]"),
+              absl::StrCat("activation input '", node.name(), "' has batch size ", size,
+                           ", but the first activation input '", proto(seed_).name(),
+                           "' has ", batch_size_));
+        }
+        break;
+      }
+      default:
+        if (node.outputs_size() == 0) {
+          AddElement(ValueLayout{}, {}, 0);
+          return absl::OkStatus();
+        }
+        if (!FitsBatchDim(v) || node.outputs(0).shape(dim) != batch_size_) {
+          Note(v, absl::StrCat("taken as a replicated input: its shape ",
+                               ShapeString(node.outputs(0).shape()), " has no batch dim ", dim,
+                               " of the batch size ", batch_size_,
+                               " (give it a role to say otherwise)"));
+          AddGivenElements(v, Layout::kReplicate);
+          return absl::OkStatus();
+        }
+        break;
+    }
+    ValueLayout value;
+    value.layout = Layout::kShard;
+    value.dim = dim;
+    value.batch_size = batch_size_;
+    AddElement(value, node.outputs(0).shape(), GivenElementBytes(v, 0));
+    return absl::OkStatus();
+  }
+
+  // ---- Op nodes --------------------------------------------------------
+
+  Operands ClassifyOperands(NodeId v) const {
+    Operands operands;
+    for (NodeId u : graph_.inputs(v)) {
+      const ValueLayout& value = layout(u);
+      operands.local_mean |= value.local_mean;
+      switch (value.layout) {
+        case Layout::kModelState:
+          operands.any_model = true;
+          break;
+        case Layout::kPartial:
+          operands.any_partial = true;
+          break;
+        case Layout::kShard:
+          operands.sharded.push_back(u);
+          break;
+        case Layout::kLocalScalar:
+          operands.local_scalars.push_back(u);
+          break;
+        default:
+          break;
+      }
+    }
+    return operands;
+  }
+
+  const OpRule& RuleOf(NodeId v) const {
+    // call_module targets are module paths: no aten rule applies.
+    return graph_.op(v) == v1::CALL_MODULE ? no_rule_ : rules_.Find(proto(v).target());
+  }
+
+  absl::Status AnalyzeOp(NodeId v) {
+    const OpRule& rule = RuleOf(v);
+    const NodeArgs args(graph_, v);
+    if (rule.family == OpFamily::kGetItem) return AnalyzeGetItem(v, args);
+    const Operands operands = ClassifyOperands(v);
+    result_.elementwise_[v] =
+        rule.family == OpFamily::kPointwise || rule.family == OpFamily::kFactoryLike;
+    if (rule.family == OpFamily::kView) return AnalyzeView(v, rule, args, operands);
+
+    const v1::Node& node = proto(v);
+    if (node.outputs_size() == 0) {
+      return InvalidFieldError(
+          absl::StrCat(NodeField(v), ".outputs"),
+          absl::StrCat(args.Describe(), ": ",
+                       rule.family == OpFamily::kUnknown
+                           ? "an op without a dimension rule here and without output shapes"
+                           : "no output shapes",
+                       "; a data-parallel plan needs the shape of every op's output"));
+    }
+    PARTPLAN_RETURN_IF_ERROR(CheckOperandShapes(v, rule, args));
+    for (int k = 0; k < node.outputs_size(); ++k) {
+      const absl::Span<const int64_t> output = node.outputs(k).shape();
+      PARTPLAN_ASSIGN_OR_RETURN(
+          const ValueLayout value,
+          ElementLayout(v, rule, args, operands, ElementIndex(rule, args, k), output));
+      AddElement(value, output, GivenElementBytes(v, k));
+    }
+    return absl::OkStatus();
+  }
+
+  // The schema index of listed output k: ops with an output_mask list only
+  // the elements the mask asks for.
+  int ElementIndex(const OpRule& rule, const NodeArgs& args, int k) const {
+    if (rule.output_mask_arg < 0) return k;
+    const NodeArgs::Arg mask = args.Get(rule.output_mask_arg, "output_mask");
+    if (!mask.present() || mask.head().kind_case() != v1::Value::kList) return k;
+    int listed = 0;
+    for (uint32_t i = 0; i < mask.head().list(); ++i) {
+      const v1::Value& bit = mask.values->Get(mask.start + 1 + static_cast<int>(i));
+      if (bit.kind_case() != v1::Value::kBool || !bit.bool_()) continue;
+      if (listed++ == k) return static_cast<int>(i);
+    }
+    return k;
+  }
+
+  // The listed position of schema element `index`, or -1 when masked off.
+  int ListedIndex(const OpRule& rule, const NodeArgs& args, int index, int listed) const {
+    for (int k = 0; k < listed; ++k) {
+      if (ElementIndex(rule, args, k) == index) return k;
+    }
+    return -1;
+  }
+
+  absl::Status AnalyzeGetItem(NodeId v, const NodeArgs& args) {
+    const NodeId producer = args.NodeAt(args.Get(0, "self"));
+    if (producer < 0) return args.Error(args.Get(0, "self"), "the indexed value must be a node");
+    PARTPLAN_ASSIGN_OR_RETURN(const int64_t index, args.Int(args.Get(1, "index"), "index"));
+    const v1::Node& node = proto(v);
+    const OpRule& producer_rule = RuleOf(producer);
+    const NodeArgs producer_args(graph_, producer);
+    const int listed = ListedIndex(producer_rule, producer_args, static_cast<int>(index),
+                                   result_.num_elements(producer));
+    // A single-element producer is a tuple of one unless the getitem's own
+    // shape says it indexes into a tensor.
+    bool producer_is_tuple = result_.num_elements(producer) > 1;
+    if (!producer_is_tuple && listed == 0) {
+      const absl::Span<const int64_t> element = result_.shape(producer, 0);
+      producer_is_tuple = node.outputs_size() == 0 ||
+                          std::equal(element.begin(), element.end(),
+                                     node.outputs(0).shape().begin(),
+                                     node.outputs(0).shape().end());
+    }
+    if (listed >= 0 && producer_is_tuple) {
+      const ValueLayout value = result_.element_layout(producer, listed);
+      if (node.outputs_size() > 0) {
+        AddElement(value, node.outputs(0).shape(), GivenElementBytes(v, 0));
+      } else {
+        const absl::Span<const int64_t> element = result_.shape(producer, listed);
+        const Dims copy(element.begin(), element.end());
+        AddElement(value, copy, result_.element_bytes(producer, listed));
+      }
+      return absl::OkStatus();
+    }
+    if (node.outputs_size() == 0) {  // a masked-off element: None
+      AddElement(ValueLayout{}, {}, 0);
+      return absl::OkStatus();
+    }
+    // Indexing a plain value (a tensor, not a tuple): an op without a rule.
+    const Operands operands = ClassifyOperands(v);
+    PARTPLAN_ASSIGN_OR_RETURN(const ValueLayout value,
+                              ElementLayout(v, no_rule_, args, operands, 0,
+                                            node.outputs(0).shape()));
+    AddElement(value, node.outputs(0).shape(), GivenElementBytes(v, 0));
+    return absl::OkStatus();
+  }
+
+  absl::Status AnalyzeView(NodeId v, const OpRule& rule, const NodeArgs& args,
+                           const Operands& operands) {
+    const NodeArgs::Arg self = args.Get(0, "self");
+    const NodeId input = args.NodeAt(self);
+    if (input < 0 || !is_tensor(input)) return args.Error(self, "self must be a tensor");
+    PARTPLAN_ASSIGN_OR_RETURN(const DimMap map, DimMapOfNode(rule.view_op, args, shape(input)));
+    const v1::Node& node = proto(v);
+    int64_t element_bytes = result_.element_bytes(input);
+    if (node.outputs_size() > 0) {
+      const auto given = node.outputs(0).shape();
+      if (!std::equal(given.begin(), given.end(), map.output_shape.begin(),
+                      map.output_shape.end())) {
+        return InvalidFieldError(
+            absl::StrCat(NodeField(v), ".outputs[0].shape"),
+            absl::StrCat(args.Describe(), ": the output shape ", ShapeString(given),
+                         " is not the ", ShapeString(map.output_shape), " that a ",
+                         ShapeString(shape(input)), " input and the op's arguments give"));
+      }
+      element_bytes = GivenElementBytes(v, 0);
+    }
+    const ValueLayout& in = layout(input);
+    ValueLayout value;
+    if (in.layout == Layout::kShard) {
+      const int32_t dim = map.OutputDimOf(in.dim);
+      if (dim >= 0) {
+        value = in;
+        value.dim = dim;
+        value.batch_size = map.output_shape[dim];
+        NoteViewOfBatch(v, map, in, dim, shape(input));
+      } else {
+        PARTPLAN_ASSIGN_OR_RETURN(value, Generic(v, operands, map.output_shape));
+      }
+    } else if (in.layout == Layout::kLocalScalar) {
+      PARTPLAN_ASSIGN_OR_RETURN(value, Generic(v, operands, map.output_shape));
+    } else {
+      // Views move data without combining it: Partial, replicated and
+      // model-state values stay what they are.
+      value = in;
+      result_.keeps_partial_[v] = in.layout == Layout::kPartial;
+    }
+    AddElement(value, map.output_shape, element_bytes);
+    return absl::OkStatus();
+  }
+
+  void NoteViewOfBatch(NodeId v, const DimMap& map, const ValueLayout& in, int32_t dim,
+                       absl::Span<const int64_t> input_shape) {
+    const DimSource& source = map.dims[dim];
+    if (source.input_dims.size() > 1) {
+      std::string note = absl::StrCat(
+          "merges the batch dim (input dim ", in.dim, ", size ", in.batch_size,
+          ") with input dims ", ShapeString(source.input_dims), " into dim ", dim, " of size ",
+          map.output_shape[dim], ": the batch size is now ", map.output_shape[dim]);
+      if (source.input_dims.front() != in.dim) {
+        absl::StrAppend(&note,
+                        "; the batch dim is not the outermost of them, so each device's rows "
+                        "interleave in the result instead of forming a contiguous block");
+      }
+      Note(v, std::move(note));
+    }
+    if (source.split_count > 1) {
+      Note(v, absl::StrCat("splits the batch dim (input dim ", in.dim, ", size ",
+                           input_shape[in.dim], ") over ", source.split_count,
+                           " dims; the batch is dim ", dim, " of size ", map.output_shape[dim],
+                           " (shards stay contiguous while the devices divide it)"));
+    }
+    if (source.repeat > 1) {
+      Note(v, absl::StrCat("repeats the batch dim ", source.repeat,
+                           " times: each device repeats its own rows, which is not a "
+                           "contiguous block of the result"));
+    }
+  }
+
+  // ---- Shape checks ------------------------------------------------------
+
+  absl::Status ShapeMismatch(NodeId v, const NodeArgs& args, absl::string_view what) const {
+    return InvalidFieldError(absl::StrCat(NodeField(v), ".outputs[0].shape"),
+                             absl::StrCat(args.Describe(), ": shape mismatch: ", what));
+  }
+
+  absl::Status CheckOperandShapes(NodeId v, const OpRule& rule, const NodeArgs& args) const {
+    const absl::Span<const int64_t> output = proto(v).outputs(0).shape();
+    switch (rule.family) {
+      case OpFamily::kPointwise:
+        for (NodeId u : graph_.inputs(v)) {
+          if (!is_tensor(u)) continue;
+          const absl::Span<const int64_t> operand = shape(u);
+          bool fits = operand.size() <= output.size();
+          for (size_t j = 0; fits && j < operand.size(); ++j) {
+            const int64_t out = output[output.size() - operand.size() + j];
+            fits = operand[j] == out || operand[j] == 1;
+          }
+          if (!fits) {
+            return ShapeMismatch(v, args,
+                                 absl::StrCat("operand '", proto(u).name(), "' of shape ",
+                                              ShapeString(operand),
+                                              " does not broadcast to the output shape ",
+                                              ShapeString(output)));
+          }
+        }
+        return absl::OkStatus();
+      case OpFamily::kFactoryLike: {
+        const NodeId u = args.NodeAt(args.Get(0, "self"));
+        if (u >= 0 && is_tensor(u) && !std::equal(output.begin(), output.end(),
+                                                   shape(u).begin(), shape(u).end())) {
+          return ShapeMismatch(v, args, absl::StrCat("the output shape ", ShapeString(output),
+                                                     " is not its operand's ",
+                                                     ShapeString(shape(u))));
+        }
+        return absl::OkStatus();
+      }
+      case OpFamily::kMatmul:
+        return CheckMatmulShapes(v, rule, args, output);
+      default:
+        return absl::OkStatus();
+    }
+  }
+
+  absl::Status CheckMatmulShapes(NodeId v, const OpRule& rule, const NodeArgs& args,
+                                 absl::Span<const int64_t> output) const {
+    const NodeId lhs = args.NodeAt(args.Get(rule.lhs_arg, "mat1"));
+    const NodeId rhs = args.NodeAt(args.Get(rule.rhs_arg, "mat2"));
+    if (lhs < 0 || rhs < 0 || !is_tensor(lhs) || !is_tensor(rhs)) {
+      return args.Error(args.Get(rule.lhs_arg, "mat1"), "both matrices must be tensors");
+    }
+    const absl::Span<const int64_t> a = shape(lhs);
+    const absl::Span<const int64_t> b = shape(rhs);
+    const size_t rank = rule.batched ? 3 : 2;
+    const std::string operands = absl::StrCat("'", proto(lhs).name(), "' ", ShapeString(a),
+                                              " by '", proto(rhs).name(), "' ", ShapeString(b));
+    if (a.size() != rank || b.size() != rank) {
+      return ShapeMismatch(v, args, absl::StrCat(operands, ": both must have ", rank, " dims"));
+    }
+    if (a[rank - 1] != b[rank - 2] || (rule.batched && a[0] != b[0])) {
+      return ShapeMismatch(v, args, absl::StrCat(operands, ": the inner sizes differ"));
+    }
+    Dims expected(a.begin(), a.end() - 1);
+    expected.push_back(b[rank - 1]);
+    if (!std::equal(output.begin(), output.end(), expected.begin(), expected.end())) {
+      return ShapeMismatch(v, args, absl::StrCat(operands, " gives ", ShapeString(expected),
+                                                 ", not the output shape ",
+                                                 ShapeString(output)));
+    }
+    return absl::OkStatus();
+  }
+
+  // ---- Layout of one output element -------------------------------------
+
+  absl::StatusOr<ValueLayout> ElementLayout(NodeId v, const OpRule& rule, const NodeArgs& args,
+                                            const Operands& operands, int element,
+                                            absl::Span<const int64_t> output) {
+    ValueLayout value;
+    value.local_mean = operands.local_mean;
+    if (operands.any_model && !operands.has_batch()) {
+      value.layout = Layout::kModelState;
+      return value;
+    }
+    if (HasNoElements(output)) {  // nothing to place (e.g. eval-mode batch-norm statistics)
+      value.layout = Layout::kReplicate;
+      return value;
+    }
+    if (!operands.has_batch()) return WithoutBatch(v, rule, args, operands, value);
+    if (rule.family == OpFamily::kFactoryLike) {
+      // The values are new, the layout is the operand's.
+      const NodeId u = args.NodeAt(args.Get(0, "self"));
+      if (u >= 0) return layout(u);
+    }
+    if (operands.sharded.empty()) {
+      // Only local scalars (a loss and what is computed from it).
+      const ValueLayout& scalar = layout(operands.local_scalars.front());
+      if (output.empty()) {
+        value = scalar;
+        value.local_mean = operands.local_mean;
+        return value;
+      }
+      return Generic(v, operands, output);
+    }
+    if (rule.family == OpFamily::kLoss && element > 0) return LocalScalar(operands, ReduceOp::kSum);
+
+    // Where each sharded operand's batch dim goes.
+    concatenates_batch_ = false;
+    absl::InlinedVector<int32_t, 4> mapped;
+    bool gathered = false;
+    for (NodeId u : operands.sharded) {
+      PARTPLAN_ASSIGN_OR_RETURN(const DimFate fate,
+                                FateOfBatchDim(rule, args, element, u, output));
+      switch (fate.kind) {
+        case DimFate::kNoRule:
+          return Generic(v, operands, output);
+        case DimFate::kMapped:
+          mapped.push_back(fate.dim);
+          break;
+        case DimFate::kGathered:
+          gathered = true;
+          break;
+        case DimFate::kContracted:
+          break;
+      }
+    }
+    if (!mapped.empty()) {
+      for (int32_t dim : mapped) {
+        if (dim != mapped.front()) {
+          result_.ambiguous_[v] = true;
+          Note(v, absl::StrCat("its operands' batch dims land on different output dims (",
+                               absl::StrJoin(mapped, ", "), "); took dim ", mapped.front()));
+          break;
+        }
+      }
+      if (concatenates_batch_) {
+        Note(v, "concatenates along the batch dim: each device concatenates its own rows, "
+                "which interleave in the result instead of forming a contiguous block");
+      }
+      NoteRuleSettled(v, output, mapped.front());
+      return Sharded(value, mapped.front(), output);
+    }
+    NoteRuleSettled(v, output, -1);
+    if (gathered) {
+      result_.gathers_batch_[v] = true;
+      Note(v, "needs the whole batch (the op does not decompose over it): its batch-sharded "
+              "operands are gathered and the result is replicated");
+      value.layout = Layout::kReplicate;
+      return value;
+    }
+    return Contraction(rule, args, operands, output);
+  }
+
+  ValueLayout Sharded(ValueLayout value, int32_t dim, absl::Span<const int64_t> output) const {
+    value.layout = Layout::kShard;
+    value.dim = dim;
+    value.batch_size = output[dim];
+    return value;
+  }
+
+  // A full reduction to a scalar stays on its device (upstream's rule).
+  ValueLayout LocalScalar(const Operands& operands, ReduceOp reduce) const {
+    const ValueLayout& from = operands.sharded.empty() ? layout(operands.local_scalars.front())
+                                                       : layout(operands.sharded.front());
+    ValueLayout value;
+    value.layout = Layout::kLocalScalar;
+    value.dim = from.dim;
+    value.batch_size = from.batch_size;
+    value.reduce = reduce;
+    value.local_mean = operands.local_mean || reduce == ReduceOp::kAvg;
+    return value;
+  }
+
+  // The batch dim was contracted: a scalar stays local, anything else is Partial.
+  absl::StatusOr<ValueLayout> Contraction(const OpRule& rule, const NodeArgs& args,
+                                          const Operands& operands,
+                                          absl::Span<const int64_t> output) {
+    ReduceOp reduce = ReduceOp::kSum;
+    if (rule.family == OpFamily::kReduction) {
+      if (rule.reduce == ReduceKind::kAvg) reduce = ReduceOp::kAvg;
+      if (rule.reduce == ReduceKind::kMax) reduce = ReduceOp::kMax;
+      if (rule.reduce == ReduceKind::kMin) reduce = ReduceOp::kMin;
+    } else if (rule.family == OpFamily::kLoss) {
+      PARTPLAN_ASSIGN_OR_RETURN(const int64_t reduction,
+                                args.IntOr(args.Get(rule.reduction_arg, "reduction"), 1,
+                                           "reduction"));
+      reduce = reduction == 2 ? ReduceOp::kSum : ReduceOp::kAvg;
+    }
+    const NodeId v = args.node();
+    if (output.empty()) {
+      const ValueLayout value = LocalScalar(operands, reduce);
+      Note(v, absl::StrCat("full reduction over the batch: each device keeps its own value "
+                           "(upstream's rule); the whole value is the ",
+                           ReduceOpName(reduce), " of the devices' values"));
+      return value;
+    }
+    ValueLayout value;
+    value.layout = Layout::kPartial;
+    value.local_mean = operands.local_mean;
+    // Terms of a per-device mean average; sums of samples add.
+    value.reduce = operands.local_mean && reduce == ReduceOp::kSum ? ReduceOp::kAvg : reduce;
+    return value;
+  }
+
+  // No operand is batch-sharded: replicated, or Partial through linear ops.
+  ValueLayout WithoutBatch(NodeId v, const OpRule& rule, const NodeArgs& args,
+                           const Operands& operands, ValueLayout value) {
+    value.layout = Layout::kReplicate;
+    if (!operands.any_partial || rule.family == OpFamily::kFactoryLike) return value;
+    absl::optional<ReduceOp> reduce = LinearPartialReduce(v, rule, args);
+    if (reduce.has_value()) {
+      value.layout = Layout::kPartial;
+      value.reduce = *reduce;
+      result_.keeps_partial_[v] = true;
+    }
+    return value;
+  }
+
+  // The reduce op when the op is linear in its Partial operands (which
+  // agree on it), else none: they must be reduced first.
+  absl::optional<ReduceOp> LinearPartialReduce(NodeId v, const OpRule& rule,
+                                               const NodeArgs& args) const {
+    int partials = 0;
+    int others = 0;
+    absl::optional<ReduceOp> reduce;
+    for (NodeId u : graph_.inputs(v)) {
+      const ValueLayout& value = layout(u);
+      if (value.layout == Layout::kPartial) {
+        if (reduce.has_value() && *reduce != value.reduce) return absl::nullopt;
+        reduce = value.reduce;
+        ++partials;
+      } else if (value.layout != Layout::kNotTensor) {
+        ++others;
+      }
+    }
+    // Only sums and averages pass through linear maps.
+    if (!reduce.has_value()) return absl::nullopt;
+    if (*reduce != ReduceOp::kSum && *reduce != ReduceOp::kAvg) return absl::nullopt;
+    switch (rule.linearity) {
+      case Linearity::kEveryOperand:
+        if (others == 0) return reduce;
+        break;
+      case Linearity::kOneOperand:
+        if (partials == 1) return reduce;
+        break;
+      case Linearity::kFirstOperand: {
+        const NodeId first = args.NodeAt(args.Get(0, "self"));
+        if (partials == 1 && first >= 0 && layout(first).layout == Layout::kPartial) return reduce;
+        break;
+      }
+      case Linearity::kNone:
+        break;
+    }
+    return absl::nullopt;
+  }
+
+  // What the rule does with sharded operand u's batch dim.
+  absl::StatusOr<DimFate> FateOfBatchDim(const OpRule& rule, const NodeArgs& args, int element,
+                                         NodeId u, absl::Span<const int64_t> output) {
+    const absl::Span<const int64_t> in = shape(u);
+    const int32_t b = layout(u).dim;
+    const auto operand_at = [&](int position, absl::string_view name) {
+      return args.NodeAt(args.Get(position, name));
+    };
+    switch (rule.family) {
+      case OpFamily::kPointwise:
+      case OpFamily::kFactoryLike:
+        return Broadcast(in, b, output);
+      case OpFamily::kIdentity:
+        if (element > 0 && rule.rest == RestElements::kContract) return Contracted();
+        return SamePosition(in, b, output);
+      case OpFamily::kContract:
+        return Contracted();
+      case OpFamily::kLoss: {
+        PARTPLAN_ASSIGN_OR_RETURN(const int64_t reduction,
+                                  args.IntOr(args.Get(rule.reduction_arg, "reduction"), 1,
+                                             "reduction"));
+        return reduction == 0 ? SamePosition(in, b, output) : Contracted();
+      }
+      case OpFamily::kMatmul: {
+        const int32_t rank = rule.batched ? 3 : 2;
+        if (u == operand_at(rule.lhs_arg, "mat1")) {
+          if (b == rank - 1) return Contracted();
+          return Mapped(b);
+        }
+        if (u == operand_at(rule.rhs_arg, "mat2")) {
+          if (b == rank - 2) return Contracted();
+          return Mapped(b);
+        }
+        return Broadcast(in, b, output);  // the added term
+      }
+      case OpFamily::kConvolution:
+        if (u != operand_at(0, "input")) return NoRule();
+        if (b == 1) return Contracted();
+        return SamePosition(in, b, output);
+      case OpFamily::kEmbedding:
+        if (u != operand_at(rule.operand_arg, "indices")) return NoRule();
+        return SamePosition(in, b, output);
+      case OpFamily::kReduction:
+        return ReductionFate(rule, args, u, in, b);
+      case OpFamily::kCat: {
+        PARTPLAN_ASSIGN_OR_RETURN(const int32_t dim, DimArgument(rule, args, in.size()));
+        if (dim == b) concatenates_batch_ = true;
+        return dim == b ? Mapped(b) : SamePosition(in, b, output);
+      }
+      case OpFamily::kSplit:
+      case OpFamily::kIndexDim:
+        return AlongDimFate(rule, args, u, in, b, output);
+      default:
+        return NoRule();
+    }
+  }
+
+  absl::StatusOr<DimFate> ReductionFate(const OpRule& rule, const NodeArgs& args, NodeId u,
+                                        absl::Span<const int64_t> in, int32_t b) const {
+    if (u != args.NodeAt(args.Get(0, "self"))) return NoRule();
+    const int64_t rank = static_cast<int64_t>(in.size());
+    absl::InlinedVector<bool, 6> reduced(in.size(), true);
+    const NodeArgs::Arg dims_arg = args.Get(rule.dim_arg, "dim");
+    if (rule.dim_arg >= 0 && !NodeArgs::IsNone(dims_arg)) {
+      PARTPLAN_ASSIGN_OR_RETURN(const Dims dims, args.Ints(dims_arg, "dim"));
+      if (!dims.empty()) {
+        std::fill(reduced.begin(), reduced.end(), false);
+        for (int64_t dim : dims) {
+          absl::StatusOr<int32_t> d = NormalizeDim(dim, rank);
+          if (!d.ok()) return args.Error(dims_arg, d.status().message());
+          if (*d < rank) reduced[*d] = true;
+        }
+      }
+    }
+    PARTPLAN_ASSIGN_OR_RETURN(
+        const bool keepdim, args.BoolOr(args.Get(rule.keepdim_arg, "keepdim"), false, "keepdim"));
+    if (reduced[b]) return rule.reduce == ReduceKind::kOther ? Gathered() : Contracted();
+    if (keepdim) return Mapped(b);
+    return Mapped(static_cast<int32_t>(
+        b - std::count(reduced.begin(), reduced.begin() + b, true)));
+  }
+
+  // split / unbind / select / slice / index_select along `dim`.
+  absl::StatusOr<DimFate> AlongDimFate(const OpRule& rule, const NodeArgs& args, NodeId u,
+                                       absl::Span<const int64_t> in, int32_t b,
+                                       absl::Span<const int64_t> output) const {
+    if (u != args.NodeAt(args.Get(0, "self"))) return NoRule();
+    PARTPLAN_ASSIGN_OR_RETURN(const int32_t dim, DimArgument(rule, args, in.size()));
+    if (b != dim) {
+      const int32_t at = rule.drops_dim && b > dim ? b - 1 : b;
+      if (at < static_cast<int32_t>(output.size()) && output[at] == in[b]) return Mapped(at);
+      return Contracted();
+    }
+    if (rule.slices) {
+      // make_fx writes x[:, i] as a slice of the whole dim 0, then a select.
+      PARTPLAN_ASSIGN_OR_RETURN(const int64_t start, args.IntOr(args.Get(2, "start"), 0, "start"));
+      PARTPLAN_ASSIGN_OR_RETURN(
+          const int64_t end,
+          args.IntOr(args.Get(3, "end"), std::numeric_limits<int64_t>::max(), "end"));
+      PARTPLAN_ASSIGN_OR_RETURN(const int64_t step, args.IntOr(args.Get(4, "step"), 1, "step"));
+      if ((start == 0 || start <= -in[b]) && end >= in[b] && step == 1) {
+        return SamePosition(in, b, output);
+      }
+    }
+    return Gathered();
+  }
+
+  // The op's `dim` argument (default 0), normalised for a tensor of `rank` dims.
+  absl::StatusOr<int32_t> DimArgument(const OpRule& rule, const NodeArgs& args,
+                                      size_t rank) const {
+    const NodeArgs::Arg dim_arg = args.Get(rule.dim_arg, "dim");
+    PARTPLAN_ASSIGN_OR_RETURN(const int64_t raw, args.IntOr(dim_arg, 0, "dim"));
+    absl::StatusOr<int32_t> dim = NormalizeDim(raw, static_cast<int64_t>(rank));
+    if (!dim.ok()) return args.Error(dim_arg, dim.status().message());
+    return *dim;
+  }
+
+  // ---- Ops without a rule: the batch dim by size ------------------------
+
+  void NoteRuleSettled(NodeId v, absl::Span<const int64_t> output, int32_t dim) {
+    const int64_t batch = BatchSizeSeen(v);
+    absl::InlinedVector<int32_t, 4> same;
+    for (size_t d = 0; d < output.size(); ++d) {
+      if (output[d] == batch && static_cast<int32_t>(d) != dim) {
+        same.push_back(static_cast<int32_t>(d));
+      }
+    }
+    if (same.empty()) return;
+    Note(v, absl::StrCat("output dims ", ShapeString(Dims(same.begin(), same.end())),
+                         " have the batch size ", batch, " but are not the batch dim: the op's "
+                         "dimension rule ",
+                         dim >= 0 ? absl::StrCat("puts the batch on dim ", dim)
+                                  : std::string("contracts the batch dim")));
+  }
+
+  // The batch size of the node's first batch operand.
+  int64_t BatchSizeSeen(NodeId v) const {
+    for (NodeId u : graph_.inputs(v)) {
+      const Layout kind = layout(u).layout;
+      if (kind == Layout::kShard || kind == Layout::kLocalScalar) return layout(u).batch_size;
+    }
+    return batch_size_;
+  }
+
+  absl::StatusOr<ValueLayout> Generic(NodeId v, const Operands& operands,
+                                      absl::Span<const int64_t> output) {
+    absl::InlinedVector<int64_t, 2> sizes;
+    auto add_size = [&sizes](int64_t size) {
+      if (std::find(sizes.begin(), sizes.end(), size) == sizes.end()) sizes.push_back(size);
+    };
+    for (NodeId u : operands.sharded) add_size(layout(u).batch_size);
+    for (NodeId u : operands.local_scalars) add_size(layout(u).batch_size);
+    auto is_batch_size = [&sizes](int64_t size) {
+      return std::find(sizes.begin(), sizes.end(), size) != sizes.end();
+    };
+    absl::InlinedVector<int32_t, 4> candidates;
+    for (size_t d = 0; d < output.size(); ++d) {
+      if (is_batch_size(output[d])) candidates.push_back(static_cast<int32_t>(d));
+    }
+    ValueLayout value;
+    value.local_mean = operands.local_mean;
+    if (candidates.empty()) {
+      if (output.empty()) {
+        ValueLayout scalar = LocalScalar(operands, ReduceOp::kSum);
+        Note(v, "full reduction over the batch: each device keeps its own value (upstream's "
+                "rule)");
+        return scalar;
+      }
+      value.layout = Layout::kPartial;
+      value.reduce = operands.local_mean ? ReduceOp::kAvg : ReduceOp::kSum;
+      return value;
+    }
+    // A non-batch dim of the batch size in an operand could be where a
+    // candidate comes from.
+    std::string lookalike;
+    for (NodeId u : graph_.inputs(v)) {
+      if (!is_tensor(u) || !lookalike.empty()) continue;
+      const absl::Span<const int64_t> in = shape(u);
+      for (size_t j = 0; j < in.size(); ++j) {
+        const bool is_batch_dim =
+            layout(u).layout == Layout::kShard && layout(u).dim == static_cast<int32_t>(j);
+        if (!is_batch_dim && is_batch_size(in[j])) {
+          lookalike = absl::StrCat("operand '", proto(u).name(), "' has a non-batch dim ", j,
+                                   " of that size");
+          break;
+        }
+      }
+    }
+    // Evidence from the operands: where a batch dim lands when broadcast,
+    // and where a full reduction had its batch dim (its expand restores it).
+    int32_t aligned = -1;
+    std::string because;
+    for (NodeId u : operands.sharded) {
+      if (shape(u).size() > output.size()) continue;
+      const DimFate fate = Broadcast(shape(u), layout(u).dim, output);
+      if (fate.kind == DimFate::kMapped) {
+        aligned = fate.dim;
+        because = absl::StrCat("operand '", proto(u).name(), "''s batch dim lands there when "
+                               "broadcast");
+        break;
+      }
+    }
+    for (size_t i = 0; aligned < 0 && i < operands.local_scalars.size(); ++i) {
+      const ValueLayout& scalar = layout(operands.local_scalars[i]);
+      if (scalar.dim >= 0 && scalar.dim < static_cast<int32_t>(output.size()) &&
+          output[scalar.dim] == scalar.batch_size) {
+        aligned = scalar.dim;
+        because = absl::StrCat("it is where '", proto(operands.local_scalars[i]).name(),
+                               "' reduced its batch dim");
+      }
+    }
+    const std::string candidates_text =
+        absl::StrCat("output dims ", ShapeString(Dims(candidates.begin(), candidates.end())),
+                     " have the batch size ", sizes.front());
+    int32_t dim = candidates.front();
+    if (aligned >= 0) {
+      dim = aligned;
+      if (candidates.size() > 1 || !lookalike.empty()) {
+        Note(v, absl::StrCat(candidates_text, "; took dim ", dim, ": ", because));
+      }
+    } else if (candidates.size() > 1 || !lookalike.empty()) {
+      result_.ambiguous_[v] = true;
+      Note(v, absl::StrCat("ambiguous: ", candidates.size() > 1 ? candidates_text
+                                                               : absl::StrCat("output dim ",
+                                                                              dim,
+                                                                              " has the batch "
+                                                                              "size ",
+                                                                              sizes.front()),
+                           lookalike.empty() ? "" : absl::StrCat(", and ", lookalike),
+                           "; no dimension rule or operand tells which is the batch, so dim ",
+                           dim, " (the first) was taken"));
+    }
+    return Sharded(value, dim, output);
+  }
+
+  const CompactGraph& graph_;
+  const BatchDimOptions& options_;
+  const CancellationToken& token_;
+  const OpRuleTable rules_;
+  const OpRule no_rule_;
+  BatchDimAnalysis result_;
+  NodeId seed_ = -1;
+  int64_t batch_size_ = 0;
+  bool concatenates_batch_ = false;  // set by FateOfBatchDim for cat along the batch
+};
+
+absl::StatusOr<BatchDimAnalysis> AnalyzeBatchDims(const CompactGraph& graph,
+                                                  const BatchDimOptions& options,
+                                                  const CancellationToken& token) {
+  if (options.roles.size() != static_cast<size_t>(graph.num_nodes())) {
+    return absl::InvalidArgumentError("BatchDimOptions::CheckAndSetup was not called");
+  }
+  return BatchDimAnalyzer(graph, options, token).Run();
+}
+
+}  // namespace partplan

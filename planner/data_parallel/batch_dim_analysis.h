@@ -1,0 +1,173 @@
+// AnalyzeBatchDims: where the batch dimension of an aten graph's activation
+// inputs goes, node by node: torch 2.1's `_spmd` BatchDimAnalyzer, with its
+// ambiguity fixed.
+//
+//   BatchDimOptions options;
+//   options.roles = ...;               // per node: PARAMETER, OPTIMIZER_STATE, ...
+//   options.input_batch_dim = 0;
+//   PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup(graph));
+//   PARTPLAN_ASSIGN_OR_RETURN(BatchDimAnalysis analysis,
+//                             AnalyzeBatchDims(graph, options, token));
+//   analysis.layout(v).layout == Layout::kShard;  analysis.layout(v).dim;
+//
+// Rules, in graph order (one pass, O(nodes + argument values + ranks)):
+// - Activation placeholders are sharded on `input_batch_dim`; the first one
+//   (an explicit ACTIVATION before an unspecified one) seeds the batch size.
+//   An explicit ACTIVATION without that dim or of another batch size is
+//   INVALID_ARGUMENT; an unspecified placeholder that does not fit is taken
+//   as a replicated input, with a note.
+// - Parameters and optimizer states, and nodes computed from them with no
+//   batch-sharded operand (an optimizer update, even one reading a Partial
+//   gradient), are model state: the data-parallel style places them.
+// - View-like ops follow their dimension maps (dim_maps.h); where a view
+//   merges, splits or repeats the batch dim the node gets a note, and the
+//   batch size follows (it is tracked per value, not globally).
+// - Ops with a rule (op_rules.h) map their operands' batch dims through it:
+//   a batch dim that survives is the output's; a contracted one makes the
+//   output Partial (sum, or avg for a mean or under a mean loss), or, for a
+//   full reduction to a scalar, a local scalar that stays sharded
+//   (upstream's rule); reductions that do not decompose (var, argmax, a
+//   select of one sample, ...) need the whole batch and give a replicated
+//   result.
+// - Other ops: the output dim whose size is the batch size, preferring the
+//   dim a batch operand lands on when broadcast. Where a non-batch dim of
+//   the batch size (in an operand or the output) leaves it open, the node is
+//   flagged ambiguous with a note, and upstream's first match is kept.
+// - No batch-sharded operand: Replicate; Partial operands stay Partial
+//   through linear ops and are reduced before any other.
+// An op node must give its output shapes (graph.proto `outputs`) unless it
+// is view-like or a getitem, whose shapes are derived (and checked when
+// given). Shapes that do not fit the op (a view of another element count,
+// operands that do not broadcast, mm of mismatched matrices) are
+// INVALID_ARGUMENT naming the node.
+#ifndef PARTPLAN_PLANNER_DATA_PARALLEL_BATCH_DIM_ANALYSIS_H_
+#define PARTPLAN_PLANNER_DATA_PARALLEL_BATCH_DIM_ANALYSIS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "partplan/v1/planner_service.pb.h"
+#include "planner/cancellation.h"
+#include "planner/data_parallel/op_rules.h"
+#include "planner/graph.h"
+
+namespace partplan {
+
+// How a value lies over the data-parallel devices.
+enum class Layout : uint8_t {
+  kNotTensor,    // None, a non-tensor, the OUTPUT node
+  kModelState,   // a parameter or optimizer state, or computed from them alone
+  kReplicate,    // the whole value on every device
+  kShard,        // split along `dim`, its batch dim
+  kLocalScalar,  // a full reduction over the batch that each device keeps
+                 // for itself; `dim` is the reduced operand's batch dim
+  kPartial,      // each device holds a term; `reduce` combines them
+};
+
+// How the devices' values combine into the whole one.
+enum class ReduceOp : uint8_t { kSum, kAvg, kMax, kMin };
+
+// "sum", "avg", "max", "min".
+const char* ReduceOpName(ReduceOp op);
+
+struct ValueLayout {
+  Layout layout = Layout::kNotTensor;
+  int32_t dim = -1;          // kShard, kLocalScalar
+  int64_t batch_size = 0;    // kShard, kLocalScalar: the size of that batch dim
+  ReduceOp reduce = ReduceOp::kSum;  // kPartial, kLocalScalar
+  // Derived from a per-device mean over the batch (a mean loss and its
+  // backward): each device's value is scaled by 1/(its share of the batch),
+  // so the Partial terms made from it average rather than add.
+  bool local_mean = false;
+
+  bool operator==(const ValueLayout& other) const {
+    return layout == other.layout && dim == other.dim && batch_size == other.batch_size &&
+           reduce == other.reduce && local_mean == other.local_mean;
+  }
+};
+
+struct BatchDimOptions {
+  // The role of every placeholder, indexed by node id (ROLE_UNSPECIFIED,
+  // an activation, for the rest); CheckAndSetup sizes it to the graph.
+  std::vector<v1::PlaceholderRole> roles;
+  // The batch dim of the activation inputs.
+  int32_t input_batch_dim = 0;
+
+  // INVALID_ARGUMENT (field `input_batch_dim`) for a negative batch dim, or
+  // (field `roles`) for more roles than nodes.
+  absl::Status CheckAndSetup(const CompactGraph& graph);
+};
+
+class BatchDimAnalysis {
+ public:
+  int32_t num_nodes() const { return static_cast<int32_t>(element_offsets_.size()) - 1; }
+
+  // The node's value; for a tuple, its first element (getitem nodes carry
+  // each element).
+  const ValueLayout& layout(NodeId v) const { return elements_[element_offsets_[v]]; }
+  int num_elements(NodeId v) const {
+    return static_cast<int>(element_offsets_[v + 1] - element_offsets_[v]);
+  }
+  const ValueLayout& element_layout(NodeId v, int k) const {
+    return elements_[element_offsets_[v] + k];
+  }
+  // Shape and element size of the node's value (element k of a tuple);
+  // empty shape and 0 bytes for a non-tensor.
+  absl::Span<const int64_t> shape(NodeId v, int k = 0) const;
+  int64_t element_bytes(NodeId v, int k = 0) const {
+    return tensors_[element_offsets_[v] + k].element_bytes;
+  }
+  // Elements x element size of the node's value (all elements of a tuple).
+  int64_t value_bytes(NodeId v) const;
+
+  // Set when the batch dim could not be told from a same-sized dim.
+  bool ambiguous(NodeId v) const { return ambiguous_[v]; }
+  // Why: for ambiguous nodes, batch-dim merges, splits and repeats, full
+  // reductions and inputs taken as replicated. Empty for the rest.
+  const std::string& note(NodeId v) const;
+
+  // The op is linear in its Partial operands, which therefore stay Partial.
+  bool keeps_partial_operands(NodeId v) const { return keeps_partial_[v]; }
+  // The op needs its batch-sharded operands whole (all-gathered): a select
+  // of one sample, a reduction over the batch that does not decompose.
+  bool gathers_batch(NodeId v) const { return gathers_batch_[v]; }
+  // The op is elementwise (pointwise or *_like): model state computed by it
+  // can keep its operands' sharding.
+  bool elementwise(NodeId v) const { return elementwise_[v]; }
+
+  // The batch size of the activation inputs.
+  int64_t batch_size() const { return batch_size_; }
+
+ private:
+  friend class BatchDimAnalyzer;
+
+  struct TensorInfo {
+    int64_t shape_offset = 0;
+    int32_t rank = 0;
+    int64_t element_bytes = 0;
+  };
+
+  std::vector<int64_t> element_offsets_;  // num_nodes + 1 entries
+  std::vector<ValueLayout> elements_;
+  std::vector<TensorInfo> tensors_;       // parallel to elements_
+  std::vector<int64_t> shape_pool_;
+  std::vector<bool> ambiguous_;
+  std::vector<bool> keeps_partial_;
+  std::vector<bool> gathers_batch_;
+  std::vector<bool> elementwise_;
+  absl::flat_hash_map<NodeId, std::string> notes_;
+  std::string no_note_;
+  int64_t batch_size_ = 0;
+};
+
+absl::StatusOr<BatchDimAnalysis> AnalyzeBatchDims(const CompactGraph& graph,
+                                                  const BatchDimOptions& options,
+                                                  const CancellationToken& token);
+
+}  // namespace partplan
+
+#endif  // PARTPLAN_PLANNER_DATA_PARALLEL_BATCH_DIM_ANALYSIS_H_

@@ -1,0 +1,173 @@
+#include "planner/data_parallel/op_rules.h"
+
+#include <initializer_list>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace partplan {
+namespace {
+
+OpRule Family(OpFamily family, Linearity linearity = Linearity::kNone) {
+  OpRule rule;
+  rule.family = family;
+  rule.linearity = linearity;
+  return rule;
+}
+
+OpRule Reduction(ReduceKind kind, int8_t dim_arg, int8_t keepdim_arg) {
+  OpRule rule = Family(OpFamily::kReduction, kind == ReduceKind::kSum || kind == ReduceKind::kAvg
+                                                 ? Linearity::kEveryOperand
+                                                 : Linearity::kNone);
+  rule.reduce = kind;
+  rule.dim_arg = dim_arg;
+  rule.keepdim_arg = keepdim_arg;
+  return rule;
+}
+
+OpRule Identity(RestElements rest, int8_t output_mask_arg = -1) {
+  OpRule rule = Family(OpFamily::kIdentity);
+  rule.rest = rest;
+  rule.output_mask_arg = output_mask_arg;
+  return rule;
+}
+
+OpRule Matmul(int8_t lhs, int8_t rhs, int8_t bias, bool batched) {
+  OpRule rule = Family(OpFamily::kMatmul, bias < 0 ? Linearity::kOneOperand : Linearity::kNone);
+  rule.lhs_arg = lhs;
+  rule.rhs_arg = rhs;
+  rule.bias_arg = bias;
+  rule.batched = batched;
+  return rule;
+}
+
+OpRule Loss(int8_t reduction_arg) {
+  OpRule rule = Family(OpFamily::kLoss);
+  rule.reduction_arg = reduction_arg;
+  rule.rest = RestElements::kLocalSum;
+  return rule;
+}
+
+OpRule AlongDim(OpFamily family, int8_t dim_arg, bool drops_dim, bool slices = false) {
+  OpRule rule = Family(family, family == OpFamily::kCat ? Linearity::kEveryOperand
+                                                        : Linearity::kNone);
+  rule.dim_arg = dim_arg;
+  rule.drops_dim = drops_dim;
+  rule.slices = slices;
+  return rule;
+}
+
+}  // namespace
+
+OpRuleTable::OpRuleTable() {
+  auto add = [this](std::initializer_list<const char*> targets, const OpRule& rule) {
+    for (const char* target : targets) rules_[absl::StrCat("aten.", target)] = rule;
+  };
+  for (const char* getitem : {"operator.getitem", "_operator.getitem", "getitem"}) {
+    rules_[getitem] = Family(OpFamily::kGetItem);
+  }
+  // The view-like ops (all linear).
+  for (const char* view : {"squeeze.default", "squeeze.dim", "squeeze.dims", "unsqueeze.default",
+                           "view.default", "_unsafe_view.default", "reshape.default",
+                           "_reshape_alias.default", "flatten.using_ints", "expand.default",
+                           "permute.default", "repeat.default", "transpose.int", "t.default"}) {
+    const std::string target = absl::StrCat("aten.", view);
+    OpRule rule = Family(OpFamily::kView, Linearity::kEveryOperand);
+    rule.view_op = *ViewOpOf(target);
+    rules_[target] = rule;
+  }
+  // Elementwise ops. Copies, sums and differences are linear in every
+  // operand, products in one, quotients in the numerator.
+  add({"clone.default", "detach.default", "alias.default", "lift_fresh_copy.default",
+       "_to_copy.default", "neg.default", "add.Tensor", "sub.Tensor", "rsub.Tensor"},
+      Family(OpFamily::kPointwise, Linearity::kEveryOperand));
+  add({"mul.Tensor", "mul.Scalar", "div.Scalar"},
+      Family(OpFamily::kPointwise, Linearity::kOneOperand));
+  add({"div.Tensor"}, Family(OpFamily::kPointwise, Linearity::kFirstOperand));
+  add({"add.Scalar", "sub.Scalar", "rsub.Scalar", "div.Tensor_mode", "abs.default",
+       "exp.default", "log.default", "log1p.default", "log2.default", "sqrt.default",
+       "rsqrt.default", "reciprocal.default", "square.default", "pow.Tensor_Scalar",
+       "pow.Tensor_Tensor", "pow.Scalar", "relu.default", "gelu.default",
+       "gelu_backward.default", "silu.default", "silu_backward.default", "sigmoid.default",
+       "sigmoid_backward.default", "tanh.default", "tanh_backward.default", "threshold.default",
+       "threshold_backward.default", "hardtanh.default", "hardtanh_backward.default",
+       "leaky_relu.default", "leaky_relu_backward.default", "elu.default",
+       "elu_backward.default", "softplus.default", "softplus_backward.default",
+       "clamp.default", "clamp_min.default", "clamp_max.default", "where.self",
+       "masked_fill.Scalar", "masked_fill.Tensor", "eq.Tensor", "eq.Scalar", "ne.Tensor",
+       "ne.Scalar", "lt.Tensor", "lt.Scalar", "le.Tensor", "le.Scalar", "gt.Tensor",
+       "gt.Scalar", "ge.Tensor", "ge.Scalar", "logical_not.default", "logical_and.default",
+       "logical_or.default", "bitwise_not.default", "sign.default", "sin.default",
+       "cos.default", "erf.default", "maximum.default", "minimum.default", "addcmul.default",
+       "addcdiv.default", "lerp.Scalar", "lerp.Tensor", "round.default", "floor.default",
+       "ceil.default", "trunc.default", "_softmax.default", "_log_softmax.default",
+       "_softmax_backward_data.default", "_log_softmax_backward_data.default",
+       "native_dropout_backward.default", "fill.Scalar", "copy.default"},
+      Family(OpFamily::kPointwise));
+  add({"ones_like.default", "zeros_like.default", "empty_like.default", "full_like.default",
+       "rand_like.default", "randn_like.default", "zero.default"},
+      Family(OpFamily::kFactoryLike));
+  // Normalisations, dropout and the backward ops whose first output is
+  // shaped like an operand; output_mask drops elements from `outputs`.
+  add({"native_dropout.default", "native_layer_norm.default"},
+      Identity(RestElements::kPerSample));
+  add({"native_batch_norm.default"}, Identity(RestElements::kContract));
+  add({"native_layer_norm_backward.default"}, Identity(RestElements::kContract, 7));
+  add({"native_batch_norm_backward.default"}, Identity(RestElements::kContract, 9));
+  add({"convolution_backward.default"}, Identity(RestElements::kContract, 10));
+  add({"nll_loss_backward.default", "nll_loss2d_backward.default", "mse_loss_backward.default",
+       "l1_loss_backward.default", "smooth_l1_loss_backward.default",
+       "huber_loss_backward.default", "binary_cross_entropy_backward.default",
+       "soft_margin_loss_backward.default"},
+      Identity(RestElements::kLikeFirst));
+  // Reductions: (kind, dims argument, keepdim argument).
+  add({"sum.default"}, Reduction(ReduceKind::kSum, -1, -1));
+  add({"sum.dim_IntList"}, Reduction(ReduceKind::kSum, 1, 2));
+  add({"mean.default"}, Reduction(ReduceKind::kAvg, -1, -1));
+  add({"mean.dim"}, Reduction(ReduceKind::kAvg, 1, 2));
+  add({"amax.default"}, Reduction(ReduceKind::kMax, 1, 2));
+  add({"amin.default"}, Reduction(ReduceKind::kMin, 1, 2));
+  add({"max.default"}, Reduction(ReduceKind::kMax, -1, -1));
+  add({"min.default"}, Reduction(ReduceKind::kMin, -1, -1));
+  add({"prod.default", "any.default", "all.default"}, Reduction(ReduceKind::kOther, -1, -1));
+  add({"max.dim", "min.dim", "argmax.default", "argmin.default", "prod.dim_int",
+       "logsumexp.default", "any.dim", "all.dim"},
+      Reduction(ReduceKind::kOther, 1, 2));
+  add({"var.correction", "std.correction", "var.dim", "std.dim"},
+      Reduction(ReduceKind::kOther, 1, 3));
+  add({"linalg_vector_norm.default", "norm.ScalarOpt_dim"}, Reduction(ReduceKind::kOther, 2, 3));
+  // Matrix products: (lhs, rhs, added term, batched).
+  add({"mm.default"}, Matmul(0, 1, -1, false));
+  add({"bmm.default"}, Matmul(0, 1, -1, true));
+  add({"addmm.default"}, Matmul(1, 2, 0, false));
+  add({"baddbmm.default"}, Matmul(1, 2, 0, true));
+  add({"convolution.default"}, Family(OpFamily::kConvolution));
+  {
+    OpRule embedding = Family(OpFamily::kEmbedding);
+    embedding.operand_arg = 1;
+    add({"embedding.default"}, embedding);
+  }
+  add({"embedding_dense_backward.default"}, Family(OpFamily::kContract));
+  // Losses: the `reduction` argument's position.
+  add({"nll_loss_forward.default", "nll_loss2d_forward.default", "binary_cross_entropy.default"},
+      Loss(3));
+  add({"mse_loss.default", "l1_loss.default", "smooth_l1_loss.default", "huber_loss.default",
+       "soft_margin_loss.default"},
+      Loss(2));
+  add({"binary_cross_entropy_with_logits.default"}, Loss(4));
+  // Concatenation, splitting and indexing along a dim.
+  add({"cat.default"}, AlongDim(OpFamily::kCat, 1, false));
+  add({"split.Tensor", "split_with_sizes.default"}, AlongDim(OpFamily::kSplit, 2, false));
+  add({"unbind.int"}, AlongDim(OpFamily::kSplit, 1, true));
+  add({"select.int"}, AlongDim(OpFamily::kIndexDim, 1, true));
+  add({"slice.Tensor"}, AlongDim(OpFamily::kIndexDim, 1, false, /*slices=*/true));
+  add({"index_select.default"}, AlongDim(OpFamily::kIndexDim, 1, false));
+}
+
+const OpRule& OpRuleTable::Find(absl::string_view target) const {
+  absl::ConsumePrefix(&target, "torch.ops.");
+  auto it = rules_.find(target);
+  return it == rules_.end() ? unknown_ : it->second;
+}
+
+}  // namespace partplan

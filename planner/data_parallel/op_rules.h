@@ -1,0 +1,101 @@
+// OpRuleTable: what the batch-dimension analysis knows about aten ops
+// beyond the view-like ones (dim_maps.h): which output dims each operand's
+// dims become, which dims an op contracts, and whether a Partial operand
+// passes through it.
+//
+// Ops without a rule fall back to matching output sizes with the batch
+// size (upstream's BatchDimAnalyzer), where a non-batch dim of the same
+// size makes the answer ambiguous. A rule settles that: `mm` of [16, B] by
+// [B, 8] contracts the batch even when 16 == B.
+//
+//   OpRuleTable rules;  // build once per analysis
+//   const OpRule& rule = rules.Find("aten.sum.dim_IntList");
+//   if (rule.family == OpFamily::kReduction) ...
+//
+// Targets are aten overloads as make_fx names them (`aten.mm.default`); a
+// leading `torch.ops.` is accepted. Find is one hash lookup.
+#ifndef PARTPLAN_PLANNER_DATA_PARALLEL_OP_RULES_H_
+#define PARTPLAN_PLANNER_DATA_PARALLEL_OP_RULES_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "planner/data_parallel/dim_maps.h"
+
+namespace partplan {
+
+enum class OpFamily : uint8_t {
+  kUnknown,      // no rule: sizes decide
+  kGetItem,      // operator.getitem(tuple, index): the element
+  kView,         // a view-like op with a dimension map (`view_op`)
+  kPointwise,    // tensor operands broadcast (right-aligned) to the output
+  kFactoryLike,  // ones_like & co: operand 0's shape, values independent of it
+  kIdentity,     // element 0 keeps its operands' leading dims (left-aligned):
+                 // normalisations, dropout, loss backward ops
+  kReduction,    // reduces `dim_arg` dims of operand 0 (all when absent or empty)
+  kMatmul,       // mm, bmm, addmm, baddbmm
+  kConvolution,  // N from the input's dim 0, its channels contracted, spatial dims kept
+  kEmbedding,    // output dims: the indices' dims, then the embedding dim
+  kContract,     // output has none of its operands' dims (a weight's gradient)
+  kLoss,         // elementwise with reduction=none, else a full reduction
+  kCat,          // concatenation along `dim_arg`
+  kSplit,        // tuple of pieces along `dim_arg` (unbind drops it)
+  kIndexDim,     // select / slice / index_select along `dim_arg`
+};
+
+// What a reduction computes, hence how the devices' results combine when
+// it reduces over the batch.
+enum class ReduceKind : uint8_t { kSum, kAvg, kMax, kMin, kOther };
+
+// Which Partial operands an op passes through unreduced (it is linear in
+// them, the other tensor operands being replicated).
+enum class Linearity : uint8_t {
+  kNone,
+  kEveryOperand,  // every tensor operand Partial (add, sub, unary copies, views, sums)
+  kOneOperand,    // exactly one tensor operand Partial (mul, mm, bmm)
+  kFirstOperand,  // operand 0 Partial (div's numerator)
+};
+
+// What the elements of a tuple output after the first are.
+enum class RestElements : uint8_t {
+  kLikeFirst,    // computed like element 0
+  kPerSample,    // keep their operands' leading dims (layer norm's mean/rstd, dropout's mask)
+  kContract,     // the batch contracted: weight gradients, batch statistics
+  kLocalSum,     // a full sum over the batch (nll_loss's total_weight)
+};
+
+struct OpRule {
+  OpFamily family = OpFamily::kUnknown;
+  ViewOp view_op = ViewOp::kView;                 // kView
+  ReduceKind reduce = ReduceKind::kSum;           // kReduction
+  Linearity linearity = Linearity::kNone;
+  RestElements rest = RestElements::kLikeFirst;
+  int8_t dim_arg = -1;        // kReduction, kCat, kSplit, kIndexDim: the dim(s) argument
+  int8_t keepdim_arg = -1;    // kReduction
+  int8_t reduction_arg = -1;  // kLoss: `reduction` (0 none, 1 mean, 2 sum; default mean)
+  int8_t lhs_arg = -1;        // kMatmul: the two matrices and the added term
+  int8_t rhs_arg = -1;
+  int8_t bias_arg = -1;
+  int8_t operand_arg = 0;     // kEmbedding: the indices; kIndexDim, kSplit, kReduction: self
+  int8_t output_mask_arg = -1;  // elements left out of `outputs` when masked off
+  bool batched = false;       // kMatmul: bmm / baddbmm
+  bool drops_dim = false;     // kIndexDim (select), kSplit (unbind)
+  bool slices = false;        // kIndexDim: slice.Tensor (start, end, step follow dim)
+};
+
+class OpRuleTable {
+ public:
+  OpRuleTable();
+  // The rule of `target`; kUnknown when there is none.
+  const OpRule& Find(absl::string_view target) const;
+
+ private:
+  absl::flat_hash_map<std::string, OpRule> rules_;
+  OpRule unknown_;
+};
+
+}  // namespace partplan
+
+#endif  // PARTPLAN_PLANNER_DATA_PARALLEL_OP_RULES_H_

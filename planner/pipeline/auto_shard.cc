@@ -1,0 +1,187 @@
+#include "planner/pipeline/auto_shard.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "planner/status_util.h"
+
+namespace partplan {
+namespace {
+
+// A skip connection that merged shards during the walk.
+struct ShardMerge {
+  NodeId source = -1;  // the value read from an earlier shard
+  NodeId reader = -1;
+  int32_t into = 0;  // the earliest shard, which the later ones joined
+  int32_t last = 0;  // the current shard then (possibly just opened, still empty)
+};
+
+// The open shard holding node u: shards are contiguous, so it is the last
+// one starting at or before u.
+int32_t ShardOf(const std::vector<NodeId>& first_node, NodeId u) {
+  return static_cast<int32_t>(std::upper_bound(first_node.begin(), first_node.end(), u) -
+                              first_node.begin()) -
+         1;
+}
+
+std::string NodeLabel(const CompactGraph& graph, NodeId v) {
+  return absl::StrCat("'", graph.name(v), "' (graph.nodes[", v, "])");
+}
+
+// FAILED_PRECONDITION for `exact` when the walk made another count.
+absl::Status WrongShardCount(const CompactGraph& graph, const ParameterCharges& charges,
+                             const AutoShardOptions& options, const AutoShardResult& result,
+                             int merge_count, const ShardMerge& first_merge) {
+  const int32_t made = static_cast<int32_t>(result.first_node.size());
+  std::string message =
+      absl::StrCat("auto_shard makes ", made, " shards, not the ", options.shard_count,
+                   " asked for with exact: ");
+  if (made < options.shard_count) {
+    if (merge_count > 0) {
+      absl::StrAppend(&message, merge_count, " skip connection",
+                      merge_count == 1 ? "" : "s", " merged shards, the first from ",
+                      NodeLabel(graph, first_merge.source), " to ",
+                      NodeLabel(graph, first_merge.reader), ", which merged shards ",
+                      first_merge.into, " to ", first_merge.last, " back into shard ",
+                      first_merge.into, "; ");
+    }
+    absl::StrAppend(&message, "a shard closes only once it holds more than total // shard_count = ",
+                    charges.model_total, " // ", options.shard_count, " = ", result.target,
+                    " parameters, and the shards hold [",
+                    absl::StrJoin(result.parameters, ", "), "]");
+  } else {
+    int64_t charged = 0;
+    for (int64_t p : result.parameters) charged += p;
+    absl::StrAppend(&message, "the nodes are charged ", charged,
+                    " parameters in all, more than the model's ", charges.model_total,
+                    " (graph.modules root), so more shards pass the target of ", result.target);
+    absl::flat_hash_map<absl::string_view, NodeId> first_call;
+    for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+      if (graph.op(v) != v1::CALL_MODULE) continue;
+      const std::string& target = graph.source().nodes(v).target();
+      auto [it, inserted] = first_call.try_emplace(target, v);
+      if (!inserted) {
+        absl::StrAppend(&message, ": a module called by several nodes is charged at every call, "
+                        "e.g. '", target, "' by ", NodeLabel(graph, it->second), " and ",
+                        NodeLabel(graph, v));
+        break;
+      }
+    }
+  }
+  absl::StrAppend(&message, "; mode BALANCED always makes exactly shard_count stages");
+  return absl::FailedPreconditionError(message);
+}
+
+}  // namespace
+
+absl::Status AutoShardOptions::CheckAndSetup() const {
+  if (shard_count <= 0) {
+    return InvalidFieldError("config.shard_count",
+                             absl::StrCat("must be positive, got ", shard_count));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& graph) {
+  const v1::Graph& source = graph.source();
+  if (source.modules_size() == 0) {
+    return InvalidFieldError(
+        "graph.modules",
+        "FAIRSCALE charges every call_module node its module's parameters and needs the "
+        "module hierarchy (named_modules()), but the graph lists no modules");
+  }
+  absl::flat_hash_map<absl::string_view, int> index_of;
+  for (int i = 0; i < source.modules_size(); ++i) {
+    const v1::Module& module = source.modules(i);
+    const std::string at = absl::StrCat("graph.modules[", i, "]");
+    if (auto [it, inserted] = index_of.try_emplace(module.qualified_name(), i); !inserted) {
+      return InvalidFieldError(absl::StrCat(at, ".qualified_name"),
+                               absl::StrCat("module '", module.qualified_name(),
+                                            "' is listed twice (first as modules[", it->second,
+                                            "])"));
+    }
+    if (module.parameter_count() < 0) {
+      return InvalidFieldError(absl::StrCat(at, ".parameter_count"), "must not be negative");
+    }
+  }
+  auto root = index_of.find("");
+  if (root == index_of.end()) {
+    return InvalidFieldError("graph.modules",
+                             "no root module (qualified_name \"\"): its parameter count is the "
+                             "model's total, which sets the per-shard target");
+  }
+  ParameterCharges charges;
+  charges.model_total = source.modules(root->second).parameter_count();
+  charges.of_node.assign(graph.num_nodes(), 0);
+  int64_t charged = 0;
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    if (graph.op(v) != v1::CALL_MODULE) continue;
+    const std::string& target = source.nodes(v).target();
+    auto it = index_of.find(target);
+    if (it == index_of.end()) {
+      return InvalidFieldError(absl::StrCat("graph.nodes[", v, "].target"),
+                               absl::StrCat("module '", target, "' is not in graph.modules"));
+    }
+    charges.of_node[v] = source.modules(it->second).parameter_count();
+    if (__builtin_add_overflow(charged, charges.of_node[v], &charged)) {
+      return InvalidFieldError(absl::StrCat("graph.nodes[", v, "].target"),
+                               "the parameters charged to the nodes overflow 64 bits");
+    }
+  }
+  return charges;
+}
+
+absl::StatusOr<AutoShardResult> AutoShard(const CompactGraph& graph,
+                                          const ParameterCharges& charges,
+                                          const AutoShardOptions& options,
+                                          const CancellationToken& token) {
+  AutoShardResult result;
+  result.target = charges.model_total / options.shard_count;
+  result.first_node = {0};
+  result.parameters = {0};
+  int merge_count = 0;
+  ShardMerge first_merge;
+  for (NodeId v = 0; v < graph.output_node(); ++v) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(v));
+    if (graph.op(v) == v1::PLACEHOLDER) continue;  // joins the current shard, uncharged
+    int32_t current = static_cast<int32_t>(result.first_node.size()) - 1;
+    int32_t earliest = current;
+    NodeId source = -1;
+    for (NodeId u : graph.inputs(v)) {
+      if (u == v - 1) continue;  // the normal flow from the node before
+      const int32_t shard = ShardOf(result.first_node, u);
+      if (shard < earliest) {
+        earliest = shard;
+        source = u;
+      }
+    }
+    if (earliest < current) {
+      if (merge_count++ == 0) first_merge = ShardMerge{source, v, earliest, current};
+      for (int32_t s = earliest + 1; s <= current; ++s) {
+        result.parameters[earliest] += result.parameters[s];
+      }
+      result.first_node.resize(earliest + 1);
+      result.parameters.resize(earliest + 1);
+      current = earliest;
+    }
+    result.parameters[current] += charges.of_node[v];
+    if (result.parameters[current] > result.target) {
+      result.first_node.push_back(v + 1);
+      result.parameters.push_back(0);
+    }
+  }
+  if (result.first_node.size() > 1 && result.first_node.back() == graph.output_node()) {
+    // Opened after the last node: no node joined it.
+    result.first_node.pop_back();
+    result.parameters.pop_back();
+  }
+  if (options.exact && static_cast<int32_t>(result.first_node.size()) != options.shard_count) {
+    return WrongShardCount(graph, charges, options, result, merge_count, first_merge);
+  }
+  return result;
+}
+
+}  // namespace partplan

@@ -1,0 +1,42 @@
+#include "planner/pipeline/stage_model.h"
+
+#include <algorithm>
+
+namespace partplan {
+
+StageModel::StageModel(const CompactGraph& graph)
+    : graph_(graph), position_(graph.num_nodes(), -1) {
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    if (graph.op(v) == v1::PLACEHOLDER || v == graph.output_node()) continue;
+    position_[v] = static_cast<int32_t>(items_.size());
+    items_.push_back(v);
+  }
+  const int32_t n = num_items();
+  item_bytes_before_.assign(n + 1, 0);
+  for (int32_t i = 0; i < n; ++i) {
+    item_bytes_before_[i + 1] = item_bytes_before_[i] + graph.total_bytes(items_[i]);
+  }
+  // A value made at item a (a graph input: before every item) is live at the
+  // cuts a+1 .. its last reader's position (the output reads at n); the
+  // difference array adds its bytes over that range.
+  std::vector<int64_t> delta(n + 2, 0);
+  for (NodeId u = 0; u < graph.num_nodes(); ++u) {
+    if (u == graph.output_node()) continue;
+    int32_t last_reader = -1;
+    for (NodeId w : graph.users(u)) {
+      last_reader = std::max(last_reader, w == graph.output_node() ? n : position_[w]);
+    }
+    const int32_t first_live = position_[u] + 1;  // 0 for a graph input
+    if (last_reader < first_live) continue;
+    delta[first_live] += graph.output_bytes(u);
+    delta[last_reader + 1] -= graph.output_bytes(u);
+  }
+  live_bytes_.assign(n + 1, 0);
+  int64_t live = 0;
+  for (int32_t c = 0; c <= n; ++c) {
+    live += delta[c];
+    live_bytes_[c] = live;
+  }
+}
+
+}  // namespace partplan

@@ -1,0 +1,83 @@
+#include "planner/pipeline/stage_work.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "planner/status_util.h"
+
+namespace partplan {
+namespace {
+
+WorkKind KindOf(const v1::Graph& graph) {
+  bool has_flops = false;
+  for (const v1::Node& node : graph.nodes()) {
+    if (node.has_latency()) return WorkKind::kLatency;
+    has_flops = has_flops || node.flops() > 0;
+  }
+  return has_flops ? WorkKind::kFlops : WorkKind::kParameters;
+}
+
+double WorkOf(const v1::Node& node, WorkKind kind) {
+  switch (kind) {
+    case WorkKind::kLatency:
+      return node.has_latency() ? std::max(node.latency().compute_latency_seconds(),
+                                           node.latency().memory_latency_seconds())
+                                : 0.0;
+    case WorkKind::kFlops:
+      return node.flops();
+    case WorkKind::kParameters:
+      return static_cast<double>(node.parameter_count());
+  }
+  return 0;
+}
+
+}  // namespace
+
+absl::string_view WorkKindName(WorkKind kind) {
+  switch (kind) {
+    case WorkKind::kLatency:
+      return "latency";
+    case WorkKind::kFlops:
+      return "flops";
+    case WorkKind::kParameters:
+      return "parameters";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<StageWork> ChooseStageWork(const StageModel& model, const DeviceList& devices) {
+  const v1::Graph& graph = model.graph().source();
+  StageWork work;
+  work.kind = KindOf(graph);
+  work.of_item.reserve(model.num_items());
+  double sum = 0;
+  for (int32_t i = 0; i < model.num_items(); ++i) {
+    work.of_item.push_back(WorkOf(graph.nodes(model.item(i)), work.kind));
+    sum += work.of_item.back();
+  }
+  if (!std::isfinite(sum)) {
+    return InvalidFieldError("graph.nodes", absl::StrCat("the nodes' ", WorkKindName(work.kind),
+                                                         " add up beyond the largest double"));
+  }
+  const bool scale = work.kind != WorkKind::kLatency && devices.size() > 0 &&
+                     devices.compute_flops_per_second(0) > 0;
+  for (int d = 0; d < devices.size(); ++d) {
+    const double throughput = devices.compute_flops_per_second(d);
+    if (work.kind != WorkKind::kLatency && (throughput > 0) != scale) {
+      const int without = scale ? d : 0;
+      return InvalidFieldError(
+          absl::StrCat("devices.devices[", without, "].compute_flops_per_second"),
+          absl::StrCat("BALANCED divides ", WorkKindName(work.kind),
+                       " by every device's throughput or by none: give it for all devices or "
+                       "for none (devices[",
+                       scale ? 0 : d, "] gives one, devices[", without, "] does not)"));
+    }
+    work.devices.push_back(StageDevice{devices[d].name, devices[d].available_memory_bytes,
+                                       scale ? throughput : 1.0});
+  }
+  work.in_seconds = work.kind == WorkKind::kLatency || scale;
+  return work;
+}
+
+}  // namespace partplan
