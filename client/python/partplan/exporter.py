@@ -85,6 +85,41 @@ class _Tracer(torch.fx.Tracer):
         return super().is_leaf_module(m, module_qualified_name)
 
 
+def _proxy_iter_py311(self):
+    """torch.fx.Proxy.__iter__ of torch >= 2.0: finds the calling instruction
+    by its offset. torch 1.13's indexes the instruction list with
+    f_lasti // 2, which Python 3.11's inline caches break, so that
+    `a, b = proxy` fails to trace ("Proxy object cannot be iterated")."""
+    import bisect
+    import dis
+    import inspect
+
+    frame = inspect.currentframe()
+    calling_frame = frame.f_back
+    instructions = list(dis.get_instructions(calling_frame.f_code))
+    index = bisect.bisect_left([i.offset for i in instructions], calling_frame.f_lasti)
+    if index < len(instructions) and instructions[index].opname == "UNPACK_SEQUENCE":
+        return (self[i] for i in range(instructions[index].argval))
+    return self.tracer.iter(self)
+
+
+@contextlib.contextmanager
+def _tracing_fixes():
+    """Fixes torch.fx 1.13's tuple unpacking of proxies on Python >= 3.11
+    (torchvision's shufflenet, ViT, ...) for the duration of a trace."""
+    import sys
+
+    if sys.version_info < (3, 11) or int(torch.__version__.split(".")[0]) >= 2:
+        yield
+        return
+    original = torch.fx.Proxy.__iter__
+    torch.fx.Proxy.__iter__ = _proxy_iter_py311
+    try:
+        yield
+    finally:
+        torch.fx.Proxy.__iter__ = original
+
+
 def trace(
     module: nn.Module,
     *,
@@ -108,7 +143,8 @@ def trace(
     if bad:
         raise TypeError(f"leaf_modules takes module classes or qualified names, got {bad!r}")
     tracer = _Tracer(classes, names, autowrap_functions=tuple(autowrap_functions))
-    graph = tracer.trace(module, concrete_args)
+    with _tracing_fixes():
+        graph = tracer.trace(module, concrete_args)
     name = module.__class__.__name__ if isinstance(module, nn.Module) else module.__name__
     gm = torch.fx.GraphModule(tracer.root, graph, name)
     if isinstance(module, nn.Module):

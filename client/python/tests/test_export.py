@@ -182,6 +182,27 @@ class SizesTest(unittest.TestCase):
         self.assertEqual(attn.size_bytes.total_bytes, (params + 2 * 8 * 32) * 4)
         self.assertGreater(attn.flops, 0)
 
+    def test_tuple_unpacking_of_proxies(self):
+        # `n, c, h, w = x.size()` (torchvision's shufflenet, ViT) does not
+        # trace with torch.fx 1.13 on Python 3.11; partplan.trace fixes it.
+        class ChannelShuffle(nn.Module):
+            def forward(self, x):
+                n, c, h, w = x.size()
+                x = x.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous()
+                return x.view(n, c, h, w)
+
+        x = [torch.randn(2, 4, 3, 3)]
+        graph = partplan.export(ChannelShuffle(), x)
+        self.assertEqual([n.target for n in graph.nodes if n.target == "operator.getitem"],
+                         ["operator.getitem"] * 4)
+        model = torchvision.models.shufflenet_v2_x0_5().eval()
+        x = [torch.randn(1, 3, 64, 64)]
+        expected, unsizable = torch_sizes(model, x)
+        exported = exported_sizes(partplan.export(model, x))
+        self.assertEqual({k: v for k, v in exported.items() if k not in unsizable}, expected)
+        self.assertTrue(all(exported[k] == (0, 0) for k, meta in unsizable.items() if meta is None))
+        self.assertIn("size", unsizable)  # x.size(): no tensor
+
     def test_non_tensor_nodes_need_nothing(self):
         class M(nn.Module):
             def forward(self, x):
