@@ -144,7 +144,8 @@ class OverlayChecks:
     def test_renders_every_kind(self):
         kinds = sorted(d["kind"] for d in self.rendered.docs)
         for kind in ["ConfigMap", "Deployment", "HorizontalPodAutoscaler",
-                     "PodDisruptionBudget", "ServiceMonitor", "ServiceAccount"]:
+                     "PodDisruptionBudget", "ServiceMonitor", "PrometheusRule",
+                     "ServiceAccount"]:
             self.assertIn(kind, kinds)
         self.assertEqual(kinds.count("Service"), 2, "a ClusterIP and a headless Service")
 
