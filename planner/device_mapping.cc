@@ -29,6 +29,12 @@ absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList&
                                     std::vector<DeviceLoad>* loads) {
   const int num_devices = devices.size();
   *loads = ChargePlacedPartitions(devices, *set);
+  std::vector<int32_t> unplaced;
+  for (int32_t p = 0; p < static_cast<int32_t>(set->partitions.size()); ++p) {
+    if (set->partitions[p].logical_device_ids.empty()) unplaced.push_back(p);
+  }
+  if (unplaced.empty()) return absl::OkStatus();
+
   std::vector<int64_t> room(num_devices);
   // Nodes held by each device, to charge shared inputs once per device.
   std::vector<absl::flat_hash_set<NodeId>> held(num_devices);
@@ -45,12 +51,6 @@ absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList&
     (*loads)[d].partitions.push_back(p);
     held[d].insert(partition.nodes.begin(), partition.nodes.end());
   };
-
-  std::vector<int32_t> unplaced;
-  for (int32_t p = 0; p < static_cast<int32_t>(set->partitions.size()); ++p) {
-    if (set->partitions[p].logical_device_ids.empty()) unplaced.push_back(p);
-  }
-  if (unplaced.empty()) return absl::OkStatus();
 
   // Devices ordered by (room left, order key, device). A device whose room
   // shrinks takes a key above all others, so among equal rooms it sorts

@@ -21,6 +21,26 @@ bool MulOverflows(int64_t a, int64_t b, int64_t* product) {
 
 bool IsFiniteNonNegative(double x) { return std::isfinite(x) && x >= 0; }
 
+// The path of a node's field, formatted only when an error needs it: valid
+// graphs allocate no strings for paths.
+struct NodePath {
+  absl::string_view graph_field;
+  NodeId node;
+  std::string Str(absl::string_view suffix = "") const {
+    return absl::StrCat(graph_field, ".nodes[", node, "]", suffix);
+  }
+};
+
+// The path of a node's flat argument values: its args, or one kwarg's value.
+struct ValuesPath {
+  NodePath node;
+  int kwarg;  // -1 for args
+  std::string Str() const {
+    return kwarg < 0 ? node.Str(".args") : node.Str(absl::StrCat(".kwargs[", kwarg, "].value"));
+  }
+  std::string Element(int i) const { return absl::StrCat(Str(), "[", i, "]"); }
+};
+
 }  // namespace
 
 int64_t DtypeElementBytes(absl::string_view dtype) {
@@ -81,28 +101,27 @@ class GraphBuilder {
 
  private:
   std::string NodesField() const { return absl::StrCat(field_, ".nodes"); }
-  std::string NodeField(NodeId v) const { return absl::StrCat(field_, ".nodes[", v, "]"); }
 
   absl::Status AddNode(NodeId v) {
     const v1::Node& node = graph_.nodes(v);
-    const std::string at = NodeField(v);
+    const NodePath at{field_, v};
     if (node.name().empty()) {
-      return InvalidFieldError(absl::StrCat(at, ".name"), "the node has no name");
+      return InvalidFieldError(at.Str(".name"), "the node has no name");
     }
     auto [it, inserted] = result_.id_of_name_.try_emplace(node.name(), v);
     if (!inserted) {
-      return InvalidFieldError(absl::StrCat(at, ".name"),
+      return InvalidFieldError(at.Str(".name"),
                                absl::StrCat("duplicate node name '", node.name(),
                                             "' (first used by nodes[", it->second, "])"));
     }
     if (!v1::Op_IsValid(node.op()) || node.op() == v1::OP_UNSPECIFIED) {
-      return InvalidFieldError(absl::StrCat(at, ".op"),
+      return InvalidFieldError(at.Str(".op"),
                                absl::StrCat("node '", node.name(), "' has no valid op (got ",
                                             node.op(), ")"));
     }
     if (output_node_ >= 0) {
       return InvalidFieldError(
-          at, absl::StrCat("node '", node.name(), "' follows the OUTPUT node '",
+          at.Str(), absl::StrCat("node '", node.name(), "' follows the OUTPUT node '",
                            graph_.nodes(output_node_).name(),
                            "'; OUTPUT must be the last node"));
     }
@@ -116,7 +135,7 @@ class GraphBuilder {
     // nodes would make that copy wrong.
     if ((node.op() == v1::PLACEHOLDER || node.op() == v1::GET_ATTR) &&
         result_.input_offsets_[v + 1] > result_.input_offsets_[v]) {
-      return InvalidFieldError(absl::StrCat(at, ".args"),
+      return InvalidFieldError(at.Str(".args"),
                                absl::StrCat(v1::Op_Name(node.op()), " node '", node.name(),
                                             "' must not refer to other nodes"));
     }
@@ -127,12 +146,12 @@ class GraphBuilder {
 
   // Records the distinct nodes `node` references, validating the flat
   // encoding of args and of each kwarg.
-  absl::Status AddInputs(NodeId v, const v1::Node& node, const std::string& at) {
+  absl::Status AddInputs(NodeId v, const v1::Node& node, const NodePath& at) {
     int64_t values = node.args_size();
     for (const v1::KeywordArgument& kwarg : node.kwargs()) values += kwarg.value_size();
     if (values > limits_.max_values_per_node) {
       return InvalidFieldError(
-          at, absl::StrCat("node '", node.name(), "' has ", values,
+          at.Str(), absl::StrCat("node '", node.name(), "' has ", values,
                            " argument values, above the limit of ",
                            limits_.max_values_per_node, " (--max_values_per_node)"));
     }
@@ -143,21 +162,21 @@ class GraphBuilder {
                                      " argument values (--max_values)"));
     }
     // The top-level args are any number of complete values.
-    PARTPLAN_RETURN_IF_ERROR(AddValues(v, node.args(), absl::StrCat(at, ".args"),
+    PARTPLAN_RETURN_IF_ERROR(AddValues(v, node.args(), ValuesPath{at, -1},
                                        /*exactly_one=*/false));
     for (int k = 0; k < node.kwargs_size(); ++k) {
       const v1::KeywordArgument& kwarg = node.kwargs(k);
-      const std::string kwarg_at = absl::StrCat(at, ".kwargs[", k, "]");
       if (kwarg.name().empty()) {
-        return InvalidFieldError(absl::StrCat(kwarg_at, ".name"), "keyword argument has no name");
+        return InvalidFieldError(at.Str(absl::StrCat(".kwargs[", k, "].name")),
+                                 "keyword argument has no name");
       }
       for (int j = 0; j < k; ++j) {
         if (node.kwargs(j).name() == kwarg.name()) {
-          return InvalidFieldError(absl::StrCat(kwarg_at, ".name"),
+          return InvalidFieldError(at.Str(absl::StrCat(".kwargs[", k, "].name")),
                                    absl::StrCat("duplicate keyword argument '", kwarg.name(), "'"));
         }
       }
-      PARTPLAN_RETURN_IF_ERROR(AddValues(v, kwarg.value(), absl::StrCat(kwarg_at, ".value"),
+      PARTPLAN_RETURN_IF_ERROR(AddValues(v, kwarg.value(), ValuesPath{at, k},
                                          /*exactly_one=*/true));
     }
     result_.input_offsets_.push_back(static_cast<int64_t>(result_.input_ids_.size()));
@@ -167,7 +186,7 @@ class GraphBuilder {
   // Walks a flat pre-order encoding without recursion: `pending` counts the
   // elements still owed to open lists and tuples.
   absl::Status AddValues(NodeId v, const google::protobuf::RepeatedPtrField<v1::Value>& values,
-                         const std::string& at, bool exactly_one) {
+                         const ValuesPath& at, bool exactly_one) {
     int64_t pending = 0;      // elements owed to open containers
     int64_t top_level = 0;    // complete top-level values seen
     for (int i = 0; i < values.size(); ++i) {
@@ -177,13 +196,13 @@ class GraphBuilder {
       } else {
         ++top_level;
         if (exactly_one && top_level > 1) {
-          return InvalidFieldError(absl::StrCat(at, "[", i, "]"),
+          return InvalidFieldError(at.Element(i),
                                    "a keyword argument holds exactly one value; this is a second");
         }
       }
       switch (value.kind_case()) {
         case v1::Value::kNode:
-          PARTPLAN_RETURN_IF_ERROR(AddReference(v, value.node(), absl::StrCat(at, "[", i, "]")));
+          PARTPLAN_RETURN_IF_ERROR(AddReference(v, value.node(), at, i));
           break;
         case v1::Value::kList:
           pending += value.list();
@@ -192,27 +211,27 @@ class GraphBuilder {
           pending += value.tuple();
           break;
         case v1::Value::KIND_NOT_SET:
-          return InvalidFieldError(absl::StrCat(at, "[", i, "]"), "the value has no kind set");
+          return InvalidFieldError(at.Element(i), "the value has no kind set");
         default:
           break;
       }
     }
     if (pending > 0) {
-      return InvalidFieldError(at, absl::StrCat("a list or tuple is missing ", pending,
-                                                " of its elements"));
+      return InvalidFieldError(at.Str(), absl::StrCat("a list or tuple is missing ", pending,
+                                                      " of its elements"));
     }
     if (exactly_one && top_level == 0) {
-      return InvalidFieldError(at, "the keyword argument has no value");
+      return InvalidFieldError(at.Str(), "the keyword argument has no value");
     }
     return absl::OkStatus();
   }
 
-  absl::Status AddReference(NodeId v, const std::string& name, const std::string& at) {
+  absl::Status AddReference(NodeId v, const std::string& name, const ValuesPath& at, int i) {
     auto it = result_.id_of_name_.find(name);
-    if (it == result_.id_of_name_.end()) return UnresolvedReference(v, name, at);
+    if (it == result_.id_of_name_.end()) return UnresolvedReference(v, name, at.Element(i));
     const NodeId u = it->second;
     if (u == v) {
-      return InvalidFieldError(at, absl::StrCat("node '", name, "' refers to itself"));
+      return InvalidFieldError(at.Element(i), absl::StrCat("node '", name, "' refers to itself"));
     }
     // Later nodes are not in the map yet, so `u` precedes `v`; an earlier
     // OUTPUT cannot be referenced since nothing may follow it.
@@ -236,30 +255,30 @@ class GraphBuilder {
     return InvalidFieldError(at, absl::StrCat("refers to unknown node '", name, "'"));
   }
 
-  absl::Status AddSizes(NodeId v, const v1::Node& node, const std::string& at) {
+  absl::Status AddSizes(NodeId v, const v1::Node& node, const NodePath& at) {
     if (node.parameter_count() < 0) {
-      return InvalidFieldError(absl::StrCat(at, ".parameter_count"), "must not be negative");
+      return InvalidFieldError(at.Str(".parameter_count"), "must not be negative");
     }
     if (node.parameter_bytes() < 0) {
-      return InvalidFieldError(absl::StrCat(at, ".parameter_bytes"), "must not be negative");
+      return InvalidFieldError(at.Str(".parameter_bytes"), "must not be negative");
     }
     if (!IsFiniteNonNegative(node.flops())) {
-      return InvalidFieldError(absl::StrCat(at, ".flops"), "must be finite and not negative");
+      return InvalidFieldError(at.Str(".flops"), "must be finite and not negative");
     }
     if (node.has_latency()) {
       if (!IsFiniteNonNegative(node.latency().memory_latency_seconds())) {
-        return InvalidFieldError(absl::StrCat(at, ".latency.memory_latency_seconds"),
+        return InvalidFieldError(at.Str(".latency.memory_latency_seconds"),
                                  "must be finite and not negative");
       }
       if (!IsFiniteNonNegative(node.latency().compute_latency_seconds())) {
-        return InvalidFieldError(absl::StrCat(at, ".latency.compute_latency_seconds"),
+        return InvalidFieldError(at.Str(".latency.compute_latency_seconds"),
                                  "must be finite and not negative");
       }
     }
     for (int k = 0; k < node.outputs_size(); ++k) {
       for (int d = 0; d < node.outputs(k).shape_size(); ++d) {
         if (node.outputs(k).shape(d) < 0) {
-          return InvalidFieldError(absl::StrCat(at, ".outputs[", k, "].shape[", d, "]"),
+          return InvalidFieldError(at.Str(absl::StrCat(".outputs[", k, "].shape[", d, "]")),
                                    "dimension must not be negative");
         }
       }
@@ -272,13 +291,13 @@ class GraphBuilder {
       total = node.size_bytes().total_bytes();
       output = node.size_bytes().output_bytes();
       if (total < 0) {
-        return InvalidFieldError(absl::StrCat(at, ".size_bytes.total_bytes"), "must not be negative");
+        return InvalidFieldError(at.Str(".size_bytes.total_bytes"), "must not be negative");
       }
       if (output < 0) {
-        return InvalidFieldError(absl::StrCat(at, ".size_bytes.output_bytes"), "must not be negative");
+        return InvalidFieldError(at.Str(".size_bytes.output_bytes"), "must not be negative");
       }
       if (output > total) {
-        return InvalidFieldError(absl::StrCat(at, ".size_bytes"),
+        return InvalidFieldError(at.Str(".size_bytes"),
                                  absl::StrCat("output_bytes ", output, " exceed total_bytes ", total));
       }
     } else {
@@ -286,7 +305,7 @@ class GraphBuilder {
     }
     if (node.op() != v1::OUTPUT &&
         AddOverflows(result_.graph_total_bytes_, total, &result_.graph_total_bytes_)) {
-      return InvalidFieldError(absl::StrCat(at, ".size_bytes"),
+      return InvalidFieldError(at.Str(".size_bytes"),
                                "the graph's total size overflows 64 bits");
     }
     result_.total_bytes_.push_back(total);
@@ -297,7 +316,7 @@ class GraphBuilder {
   // torch.fx's get_size_of_node: output elements x element size, plus for
   // call_module the parameters counted at the output's element size. Tuple
   // outputs (which torch.fx cannot size) add up their elements.
-  absl::Status DeriveSizes(const v1::Node& node, const std::string& at, int64_t* total,
+  absl::Status DeriveSizes(const v1::Node& node, const NodePath& at, int64_t* total,
                            int64_t* output) {
     int64_t first_element_bytes = 0;
     for (int k = 0; k < node.outputs_size(); ++k) {
@@ -305,7 +324,7 @@ class GraphBuilder {
       const int64_t element_bytes = DtypeElementBytes(meta.dtype());
       if (element_bytes == 0) {
         return InvalidFieldError(
-            absl::StrCat(at, ".outputs[", k, "].dtype"),
+            at.Str(absl::StrCat(".outputs[", k, "].dtype")),
             absl::StrCat("unknown dtype '", meta.dtype(),
                          "'; give size_bytes or a torch dtype such as torch.float32"));
       }
@@ -313,19 +332,19 @@ class GraphBuilder {
       int64_t bytes = element_bytes;
       for (int64_t dim : meta.shape()) {
         if (MulOverflows(bytes, dim, &bytes)) {
-          return InvalidFieldError(absl::StrCat(at, ".outputs[", k, "].shape"),
+          return InvalidFieldError(at.Str(absl::StrCat(".outputs[", k, "].shape")),
                                    "the tensor's size overflows 64 bits");
         }
       }
       if (AddOverflows(*output, bytes, output)) {
-        return InvalidFieldError(absl::StrCat(at, ".outputs"), "the output size overflows 64 bits");
+        return InvalidFieldError(at.Str(".outputs"), "the output size overflows 64 bits");
       }
     }
     int64_t parameter_bytes = 0;
     if (node.op() == v1::CALL_MODULE &&
         (MulOverflows(node.parameter_count(), first_element_bytes, &parameter_bytes) ||
          AddOverflows(*output, parameter_bytes, total))) {
-      return InvalidFieldError(absl::StrCat(at, ".parameter_count"),
+      return InvalidFieldError(at.Str(".parameter_count"),
                                "the node's size overflows 64 bits");
     }
     if (node.op() != v1::CALL_MODULE) *total = *output;

@@ -161,7 +161,8 @@ absl::StatusOr<ModuleSplit> SplitModule(const CompactGraph& graph,
   // submodule call, its getitems and finally the output are named in
   // construction order.
   NodeNamespace names;
-  std::vector<std::string> value_name(graph.num_nodes());
+  // Top-level names of graph inputs and partition outputs (few of the nodes).
+  absl::flat_hash_map<NodeId, std::string> value_name;
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     if (graph.is_input_node(v)) {
       names.Reserve(graph.name(v));
