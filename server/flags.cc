@@ -49,6 +49,9 @@ ABSL_FLAG(int64_t, max_values, kDefaultLimits.max_values,
           "Most flat argument elements in one request graph.");
 ABSL_FLAG(int64_t, max_devices, kDefaultLimits.max_devices,
           "Most devices in one device inventory.");
+ABSL_FLAG(int32_t, max_connection_age_seconds, 0,
+          "Connections older than this are asked to close (GOAWAY; calls in flight finish), so "
+          "clients re-resolve DNS and spread over new pods; 0: no limit.");
 ABSL_FLAG(int32_t, health_port, -1,
           "Extra plaintext port serving only grpc.health.v1.Health, for Kubernetes gRPC probes "
           "(which cannot speak TLS); 0 picks a free port, -1 means none. Health is always served "
@@ -138,6 +141,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   options.limits.max_values = absl::GetFlag(FLAGS_max_values);
   options.limits.max_devices = absl::GetFlag(FLAGS_max_devices);
   options.health_port = absl::GetFlag(FLAGS_health_port);
+  options.max_connection_age = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_seconds));
   const absl::Duration reload = absl::Seconds(absl::GetFlag(FLAGS_credentials_reload_seconds));
   options.tls.cert_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key_path = absl::GetFlag(FLAGS_tls_key);

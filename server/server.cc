@@ -4,6 +4,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
+#include <climits>
 #include <exception>
 #include <utility>
 #include <vector>
@@ -65,6 +66,10 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
   }
   if (options.drain_deadline < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("drain deadline must not be negative");
+  }
+  if (options.max_connection_age < absl::ZeroDuration() ||
+      options.max_connection_age > absl::Hours(24 * 24)) {
+    return absl::InvalidArgumentError("max connection age must be in [0, 24 days]");
   }
   if (options.health_port > 65535) {
     return absl::InvalidArgumentError(
@@ -139,6 +144,13 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
   // gRPC sets SO_REUSEPORT by default, so a second server on a taken port
   // would start and silently share its traffic; fail instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (options.max_connection_age > absl::ZeroDuration()) {
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_AGE_MS,
+        static_cast<int>(absl::ToInt64Milliseconds(options.max_connection_age)));
+    // Calls in flight on an old connection may take as long as they need.
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, INT_MAX);
+  }
   builder.RegisterService(&server->service_);
   builder.experimental().SetInterceptorCreators(
       AuthInterceptors(server->authenticator_.get(), options.auth));

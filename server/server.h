@@ -64,6 +64,9 @@ struct ServerOptions {
   absl::Duration drain_deadline = absl::Seconds(20);
   // Input limits of the library backend (ignored with an injected backend).
   InputLimits limits;
+  // Connections older than this get a GOAWAY (calls in flight finish), so
+  // clients re-resolve and spread over new pods; zero: no limit.
+  absl::Duration max_connection_age = absl::ZeroDuration();
   // Plaintext port serving only health, for probes that cannot speak TLS;
   // 0 picks a free one, negative: none. Health is served on `port` anyway.
   int health_port = -1;

@@ -42,7 +42,8 @@ TEST(SecurityFlagsTest, FromTheEnvironment) {
                                {"PARTPLAN_AUTH_TOKENS_FILE", "/etc/partplan/auth/tokens"},
                                {"PARTPLAN_REFLECTION_REQUIRES_AUTH", "false"},
                                {"PARTPLAN_CREDENTIALS_RELOAD_SECONDS", "30"},
-                               {"PARTPLAN_HEALTH_PORT", "8081"}}))
+                               {"PARTPLAN_HEALTH_PORT", "8081"},
+                               {"PARTPLAN_MAX_CONNECTION_AGE_SECONDS", "300"}}))
                   .ok());
   absl::StatusOr<ServerOptions> options = ServerOptionsFromFlags();
   ASSERT_TRUE(options.ok()) << options.status();
@@ -54,6 +55,7 @@ TEST(SecurityFlagsTest, FromTheEnvironment) {
   EXPECT_FALSE(options->auth.reflection_requires_auth);
   EXPECT_EQ(options->auth.reload_interval, absl::Seconds(30));
   EXPECT_EQ(options->health_port, 8081);
+  EXPECT_EQ(options->max_connection_age, absl::Seconds(300));
 }
 
 TEST(SecurityFlagsTest, InconsistentValuesAreRejected) {
@@ -65,6 +67,7 @@ TEST(SecurityFlagsTest, InconsistentValuesAreRejected) {
            {{"health_port", "50051"}},
            {{"health_port", "9090"}},
            {{"health_port", "70000"}},
+           {{"max_connection_age_seconds", "-1"}},
        }) {
     absl::FlagSaver saver;
     for (const auto& [name, value] : values) {
