@@ -204,9 +204,12 @@ def partition_mode(mode) -> int:
 
 def _assignments(assignments) -> list:
     """NodePartition messages from a {node: partition} dict, (node, partition)
-    pairs, NodePartitions, or a plan or response holding `assignments`."""
+    pairs, NodePartitions, a plan or response holding `assignments`, or a
+    SplitGraphResponse."""
     if hasattr(assignments, "plan") and isinstance(getattr(assignments, "plan"), pb.PartitionPlan):
         assignments = assignments.plan
+    if isinstance(assignments, pb.SplitGraphResponse):
+        assignments = [(node, s.partition) for s in assignments.submodules for node in s.nodes]
     if hasattr(assignments, "assignments"):
         assignments = assignments.assignments
     if isinstance(assignments, Mapping):

@@ -380,6 +380,7 @@ class RealServerTest(unittest.TestCase):
         self.assertEqual([s.name for s in split.submodules], [d.submodule for d in plan.dag])
         as_dict = self.client.split_graph(graph, {a.node: a.partition for a in plan.assignments})
         self.assertEqual(as_dict, split)
+        self.assertEqual(self.client.split_graph(graph, split), split)
         # Dicts in proto3 JSON form work too.
         self.assertEqual(self.client.call("Validate", {"graph": json_format.MessageToDict(graph)}), 
                          self.client.validate(graph))
