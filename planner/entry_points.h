@@ -3,9 +3,10 @@
 // around these; tests and benchmarks call them directly.
 //
 //   partplan::CancellationToken token(absl::Now() + absl::Seconds(10));
-//   absl::StatusOr<partplan::v1::PartitionGraphResponse> response =
-//       partplan::PartitionGraph(request, partplan::InputLimits(), token);
-//   if (!response.ok()) {
+//   partplan::v1::PartitionGraphResponse response;
+//   absl::Status status =
+//       partplan::PartitionGraph(request, partplan::InputLimits(), token, &response);
+//   if (!status.ok()) {
 //     // INVALID_ARGUMENT (with InvalidFieldPath), FAILED_PRECONDITION (no
 //     // plan fits), CANCELLED, DEADLINE_EXCEEDED or UNIMPLEMENTED.
 //   }
@@ -23,33 +24,63 @@
 
 namespace partplan {
 
-absl::StatusOr<v1::PartitionGraphResponse> PartitionGraph(
-    const v1::PartitionGraphRequest& request, const InputLimits& limits,
-    const CancellationToken& token);
+// Each entry point fills `*response` (which may live on an arena: the
+// server passes gRPC's arena-backed message, so a large plan is built
+// without a heap allocation per node) and returns OK, or returns the error
+// and leaves `*response` unspecified.
 
-absl::StatusOr<v1::SplitGraphResponse> SplitGraph(
-    const v1::SplitGraphRequest& request, const InputLimits& limits,
-    const CancellationToken& token);
+absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const InputLimits& limits,
+                            const CancellationToken& token, v1::PartitionGraphResponse* response);
 
-absl::StatusOr<v1::ShardGraphResponse> ShardGraph(
-    const v1::ShardGraphRequest& request, const InputLimits& limits,
-    const CancellationToken& token);
+absl::Status SplitGraph(const v1::SplitGraphRequest& request, const InputLimits& limits,
+                        const CancellationToken& token, v1::SplitGraphResponse* response);
 
-absl::StatusOr<v1::BuildPipelineGraphResponse> BuildPipelineGraph(
-    const v1::BuildPipelineGraphRequest& request, const InputLimits& limits,
-    const CancellationToken& token);
+absl::Status ShardGraph(const v1::ShardGraphRequest& request, const InputLimits& limits,
+                        const CancellationToken& token, v1::ShardGraphResponse* response);
 
-absl::StatusOr<v1::PlanDataParallelResponse> PlanDataParallel(
-    const v1::PlanDataParallelRequest& request, const InputLimits& limits,
-    const CancellationToken& token);
+absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
+                                const InputLimits& limits, const CancellationToken& token,
+                                v1::BuildPipelineGraphResponse* response);
 
-absl::StatusOr<v1::PlanResponse> Plan(const v1::PlanRequest& request,
-                                      const InputLimits& limits,
-                                      const CancellationToken& token);
+absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
+                              const InputLimits& limits, const CancellationToken& token,
+                              v1::PlanDataParallelResponse* response);
 
-absl::StatusOr<v1::ValidateResponse> Validate(const v1::ValidateRequest& request,
-                                              const InputLimits& limits,
-                                              const CancellationToken& token);
+absl::Status Plan(const v1::PlanRequest& request, const InputLimits& limits,
+                  const CancellationToken& token, v1::PlanResponse* response);
+
+absl::Status Validate(const v1::ValidateRequest& request, const InputLimits& limits,
+                      const CancellationToken& token, v1::ValidateResponse* response);
+
+// The same, returning the response by value (for tests and tools):
+//   absl::StatusOr<v1::ValidateResponse> r = partplan::Validate(request, limits, token);
+template <typename Request, typename Response>
+absl::StatusOr<Response> CallReturning(
+    absl::Status (*entry_point)(const Request&, const InputLimits&, const CancellationToken&,
+                                Response*),
+    const Request& request, const InputLimits& limits, const CancellationToken& token) {
+  Response response;
+  absl::Status status = entry_point(request, limits, token, &response);
+  if (!status.ok()) return status;
+  return response;
+}
+
+#define PARTPLAN_RETURNING_ENTRY_POINT_(Name, Request, Response)                           \
+  inline absl::StatusOr<v1::Response> Name(const v1::Request& request,                    \
+                                           const InputLimits& limits,                     \
+                                           const CancellationToken& token) {              \
+    return CallReturning<v1::Request, v1::Response>(&Name, request, limits, token);      \
+  }
+PARTPLAN_RETURNING_ENTRY_POINT_(PartitionGraph, PartitionGraphRequest, PartitionGraphResponse)
+PARTPLAN_RETURNING_ENTRY_POINT_(SplitGraph, SplitGraphRequest, SplitGraphResponse)
+PARTPLAN_RETURNING_ENTRY_POINT_(ShardGraph, ShardGraphRequest, ShardGraphResponse)
+PARTPLAN_RETURNING_ENTRY_POINT_(BuildPipelineGraph, BuildPipelineGraphRequest,
+                                BuildPipelineGraphResponse)
+PARTPLAN_RETURNING_ENTRY_POINT_(PlanDataParallel, PlanDataParallelRequest,
+                                PlanDataParallelResponse)
+PARTPLAN_RETURNING_ENTRY_POINT_(Plan, PlanRequest, PlanResponse)
+PARTPLAN_RETURNING_ENTRY_POINT_(Validate, ValidateRequest, ValidateResponse)
+#undef PARTPLAN_RETURNING_ENTRY_POINT_
 
 }  // namespace partplan
 

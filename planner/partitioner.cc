@@ -63,11 +63,11 @@ void AddNames(const CompactGraph& graph, const std::vector<NodeId>& ids,
   for (NodeId v : ids) names->Add()->assign(graph.name(v));
 }
 
-v1::PartitionPlan ToProto(const CompactGraph& graph, const DeviceList& devices,
-                          const PartitionSet& set, const std::vector<DeviceLoad>& loads,
-                          const ModuleSplit& split, const PlanLatency& latency,
-                          absl::string_view planner) {
-  v1::PartitionPlan plan;
+void ToProto(const CompactGraph& graph, const DeviceList& devices, const PartitionSet& set,
+             const std::vector<DeviceLoad>& loads, const ModuleSplit& split,
+             const PlanLatency& latency, absl::string_view planner, v1::PartitionPlan* out_plan) {
+  v1::PartitionPlan& plan = *out_plan;
+  plan.Clear();
   plan.mutable_assignments()->Reserve(graph.num_op_nodes());
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     if (set.partition_of[v] < 0) continue;
@@ -134,15 +134,13 @@ v1::PartitionPlan ToProto(const CompactGraph& graph, const DeviceList& devices,
   summary->set_max_partition_bytes(max_bytes);
   summary->set_cross_partition_bytes(cross_bytes);
   summary->set_critical_path_latency_seconds(latency.critical_path_seconds);
-  return plan;
 }
 
 }  // namespace
 
-absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
-                                                     const DeviceList& devices,
-                                                     const v1::PartitionerConfig& config,
-                                                     const CancellationToken& token) {
+absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& devices,
+                                const v1::PartitionerConfig& config,
+                                const CancellationToken& token, v1::PartitionPlan* plan) {
   if (!v1::PartitionerConfig::Mode_IsValid(config.mode())) {
     return InvalidFieldError("config.mode", absl::StrCat("unknown partitioner mode ", config.mode()));
   }
@@ -220,7 +218,8 @@ absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
                   token));
   PARTPLAN_ASSIGN_OR_RETURN(const PlanLatency latency,
                             EstimatePlanLatency(graph, devices, set, token));
-  return ToProto(graph, devices, set, loads, split, latency, planner);
+  ToProto(graph, devices, set, loads, split, latency, planner, plan);
+  return absl::OkStatus();
 }
 
 }  // namespace partplan

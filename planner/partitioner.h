@@ -9,8 +9,8 @@
 //   5. the mode's partitioning, then best-fit placement of what it left
 //      unplaced (FAILED_PRECONDITION if something fits nowhere).
 //
-//   PARTPLAN_ASSIGN_OR_RETURN(v1::PartitionPlan plan,
-//       PartitionGraphPlan(graph, devices, request.config(), token));
+//   PARTPLAN_RETURN_IF_ERROR(
+//       PartitionGraphPlan(graph, devices, request.config(), token, &plan));
 #ifndef PARTPLAN_PLANNER_PARTITIONER_H_
 #define PARTPLAN_PLANNER_PARTITIONER_H_
 
@@ -22,10 +22,10 @@
 
 namespace partplan {
 
-absl::StatusOr<v1::PartitionPlan> PartitionGraphPlan(const CompactGraph& graph,
-                                                     const DeviceList& devices,
-                                                     const v1::PartitionerConfig& config,
-                                                     const CancellationToken& token);
+// Fills `*plan` (which may live on an arena).
+absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& devices,
+                                const v1::PartitionerConfig& config,
+                                const CancellationToken& token, v1::PartitionPlan* plan);
 
 }  // namespace partplan
 

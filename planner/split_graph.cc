@@ -56,15 +56,15 @@ void SetNames(const CompactGraph& graph, const std::vector<NodeId>& ids, Names* 
 
 }  // namespace
 
-absl::StatusOr<v1::SplitGraphResponse> SplitGraphPlan(const CompactGraph& graph,
-                                                      const v1::SplitGraphRequest& request,
-                                                      const CancellationToken& token) {
+absl::Status SplitGraphPlan(const CompactGraph& graph, const v1::SplitGraphRequest& request,
+                            const CancellationToken& token, v1::SplitGraphResponse* out) {
   PARTPLAN_ASSIGN_OR_RETURN(const std::vector<int32_t> partition_of,
                             PartitionOfNodes(graph, request));
   PARTPLAN_ASSIGN_OR_RETURN(const ModuleSplit split,
                             SplitModule(graph, partition_of, request.keep_original_order(),
                                         "assignments", token));
-  v1::SplitGraphResponse response;
+  v1::SplitGraphResponse& response = *out;
+  response.Clear();
   for (int32_t i : split.construction_order) {
     const SplitPartition& part = split.partitions[i];
     v1::Submodule* submodule = response.add_submodules();
@@ -102,7 +102,7 @@ absl::StatusOr<v1::SplitGraphResponse> SplitGraphPlan(const CompactGraph& graph,
     entry->set_original_name(target);
   }
   *response.mutable_output_values() = {split.output_values.begin(), split.output_values.end()};
-  return response;
+  return absl::OkStatus();
 }
 
 }  // namespace partplan

@@ -8,8 +8,7 @@
 // qualname_map and the values its output returns. A cycle between
 // partitions is INVALID_ARGUMENT on `assignments`, naming the partitions.
 //
-//   PARTPLAN_ASSIGN_OR_RETURN(v1::SplitGraphResponse response,
-//                             SplitGraphPlan(graph, request, token));
+//   PARTPLAN_RETURN_IF_ERROR(SplitGraphPlan(graph, request, token, &response));
 //
 // O(nodes + edges).
 #ifndef PARTPLAN_PLANNER_SPLIT_GRAPH_H_
@@ -22,9 +21,9 @@
 
 namespace partplan {
 
-absl::StatusOr<v1::SplitGraphResponse> SplitGraphPlan(const CompactGraph& graph,
-                                                      const v1::SplitGraphRequest& request,
-                                                      const CancellationToken& token);
+// Fills `*response` (which may live on an arena).
+absl::Status SplitGraphPlan(const CompactGraph& graph, const v1::SplitGraphRequest& request,
+                            const CancellationToken& token, v1::SplitGraphResponse* response);
 
 }  // namespace partplan
 

@@ -9,33 +9,33 @@ class LibraryPlannerBackend final : public PlannerBackend {
  public:
   explicit LibraryPlannerBackend(const InputLimits& limits) : limits_(limits) {}
 
-  absl::StatusOr<v1::PartitionGraphResponse> PartitionGraph(
-      const v1::PartitionGraphRequest& request, const CancellationToken& token) override {
-    return partplan::PartitionGraph(request, limits_, token);
+  absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const CancellationToken& token,
+              v1::PartitionGraphResponse* response) override {
+    return partplan::PartitionGraph(request, limits_, token, response);
   }
-  absl::StatusOr<v1::SplitGraphResponse> SplitGraph(const v1::SplitGraphRequest& request,
-                                                    const CancellationToken& token) override {
-    return partplan::SplitGraph(request, limits_, token);
+  absl::Status SplitGraph(const v1::SplitGraphRequest& request, const CancellationToken& token,
+              v1::SplitGraphResponse* response) override {
+    return partplan::SplitGraph(request, limits_, token, response);
   }
-  absl::StatusOr<v1::ShardGraphResponse> ShardGraph(const v1::ShardGraphRequest& request,
-                                                    const CancellationToken& token) override {
-    return partplan::ShardGraph(request, limits_, token);
+  absl::Status ShardGraph(const v1::ShardGraphRequest& request, const CancellationToken& token,
+              v1::ShardGraphResponse* response) override {
+    return partplan::ShardGraph(request, limits_, token, response);
   }
-  absl::StatusOr<v1::BuildPipelineGraphResponse> BuildPipelineGraph(
-      const v1::BuildPipelineGraphRequest& request, const CancellationToken& token) override {
-    return partplan::BuildPipelineGraph(request, limits_, token);
+  absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request, const CancellationToken& token,
+              v1::BuildPipelineGraphResponse* response) override {
+    return partplan::BuildPipelineGraph(request, limits_, token, response);
   }
-  absl::StatusOr<v1::PlanDataParallelResponse> PlanDataParallel(
-      const v1::PlanDataParallelRequest& request, const CancellationToken& token) override {
-    return partplan::PlanDataParallel(request, limits_, token);
+  absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request, const CancellationToken& token,
+              v1::PlanDataParallelResponse* response) override {
+    return partplan::PlanDataParallel(request, limits_, token, response);
   }
-  absl::StatusOr<v1::PlanResponse> Plan(const v1::PlanRequest& request,
-                                        const CancellationToken& token) override {
-    return partplan::Plan(request, limits_, token);
+  absl::Status Plan(const v1::PlanRequest& request, const CancellationToken& token,
+              v1::PlanResponse* response) override {
+    return partplan::Plan(request, limits_, token, response);
   }
-  absl::StatusOr<v1::ValidateResponse> Validate(const v1::ValidateRequest& request,
-                                                const CancellationToken& token) override {
-    return partplan::Validate(request, limits_, token);
+  absl::Status Validate(const v1::ValidateRequest& request, const CancellationToken& token,
+              v1::ValidateResponse* response) override {
+    return partplan::Validate(request, limits_, token, response);
   }
 
  private:

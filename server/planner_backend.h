@@ -9,8 +9,11 @@
 //   std::unique_ptr<partplan::PlannerBackend> backend =
 //       partplan::NewLibraryPlannerBackend(limits);
 //   partplan::CancellationToken token(absl::Now() + absl::Seconds(5));
-//   absl::StatusOr<partplan::v1::ValidateResponse> response =
-//       backend->Validate(request, token);
+//   partplan::v1::ValidateResponse response;
+//   absl::Status status = backend->Validate(request, token, &response);
+//
+// Each method fills `*response`, which is gRPC's own (arena-backed) message,
+// so a plan is never copied.
 //
 // Implementations must be safe to call concurrently from many threads.
 #ifndef PARTPLAN_SERVER_PLANNER_BACKEND_H_
@@ -18,7 +21,7 @@
 
 #include <memory>
 
-#include "absl/status/statusor.h"
+#include "absl/status/status.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/cancellation.h"
 #include "planner/limits.h"
@@ -29,20 +32,26 @@ class PlannerBackend {
  public:
   virtual ~PlannerBackend() = default;
 
-  virtual absl::StatusOr<v1::PartitionGraphResponse> PartitionGraph(
-      const v1::PartitionGraphRequest& request, const CancellationToken& token) = 0;
-  virtual absl::StatusOr<v1::SplitGraphResponse> SplitGraph(const v1::SplitGraphRequest& request,
-                                                            const CancellationToken& token) = 0;
-  virtual absl::StatusOr<v1::ShardGraphResponse> ShardGraph(const v1::ShardGraphRequest& request,
-                                                            const CancellationToken& token) = 0;
-  virtual absl::StatusOr<v1::BuildPipelineGraphResponse> BuildPipelineGraph(
-      const v1::BuildPipelineGraphRequest& request, const CancellationToken& token) = 0;
-  virtual absl::StatusOr<v1::PlanDataParallelResponse> PlanDataParallel(
-      const v1::PlanDataParallelRequest& request, const CancellationToken& token) = 0;
-  virtual absl::StatusOr<v1::PlanResponse> Plan(const v1::PlanRequest& request,
-                                                const CancellationToken& token) = 0;
-  virtual absl::StatusOr<v1::ValidateResponse> Validate(const v1::ValidateRequest& request,
-                                                        const CancellationToken& token) = 0;
+  virtual absl::Status PartitionGraph(const v1::PartitionGraphRequest& request,
+                                      const CancellationToken& token,
+                                      v1::PartitionGraphResponse* response) = 0;
+  virtual absl::Status SplitGraph(const v1::SplitGraphRequest& request,
+                                  const CancellationToken& token,
+                                  v1::SplitGraphResponse* response) = 0;
+  virtual absl::Status ShardGraph(const v1::ShardGraphRequest& request,
+                                  const CancellationToken& token,
+                                  v1::ShardGraphResponse* response) = 0;
+  virtual absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
+                                          const CancellationToken& token,
+                                          v1::BuildPipelineGraphResponse* response) = 0;
+  virtual absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
+                                        const CancellationToken& token,
+                                        v1::PlanDataParallelResponse* response) = 0;
+  virtual absl::Status Plan(const v1::PlanRequest& request, const CancellationToken& token,
+                            v1::PlanResponse* response) = 0;
+  virtual absl::Status Validate(const v1::ValidateRequest& request,
+                                const CancellationToken& token,
+                                v1::ValidateResponse* response) = 0;
 };
 
 // The planner library's entry points, each called with `limits`.

@@ -107,6 +107,19 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
 
 }  // namespace
 
+PlannerService::PlannerService(PlannerBackend& backend, BoundedThreadPool& pool,
+                               const ServerMetrics& metrics,
+                               const TokenAuthenticator* authenticator)
+    : backend_(backend), pool_(pool), metrics_(metrics), authenticator_(authenticator) {
+  SetMessageAllocatorFor_PartitionGraph(&partition_graph_allocator_);
+  SetMessageAllocatorFor_SplitGraph(&split_graph_allocator_);
+  SetMessageAllocatorFor_ShardGraph(&shard_graph_allocator_);
+  SetMessageAllocatorFor_BuildPipelineGraph(&build_pipeline_graph_allocator_);
+  SetMessageAllocatorFor_PlanDataParallel(&plan_data_parallel_allocator_);
+  SetMessageAllocatorFor_Plan(&plan_allocator_);
+  SetMessageAllocatorFor_Validate(&validate_allocator_);
+}
+
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
                                                  BackendMethod<Request, Response> plan,
@@ -130,11 +143,10 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
     }
     metrics_.in_flight().Increment();
     const absl::Time start = absl::Now();
-    absl::StatusOr<Response> result = (backend_.*plan)(*request, call->token());
+    const absl::Status status = (backend_.*plan)(*request, call->token(), response);
     metrics_.rpc(rpc).planner_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - start));
     metrics_.in_flight().Decrement();
-    if (result.ok()) *response = *std::move(result);
-    call->Complete(result.status());
+    call->Complete(status);
   };
 
   metrics_.queue_depth().Increment();

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "partplan/v1/planner_service.grpc.pb.h"
 #include "planner/cancellation.h"
+#include "server/arena_message_allocator.h"
 #include "server/auth.h"
 #include "server/bounded_thread_pool.h"
 #include "server/metrics.h"
@@ -37,8 +38,7 @@ class PlannerService final : public v1::PartitionPlanner::CallbackService {
   // All must outlive the service; `authenticator` may be null (no token
   // authentication).
   PlannerService(PlannerBackend& backend, BoundedThreadPool& pool, const ServerMetrics& metrics,
-                 const TokenAuthenticator* authenticator = nullptr)
-      : backend_(backend), pool_(pool), metrics_(metrics), authenticator_(authenticator) {}
+                 const TokenAuthenticator* authenticator = nullptr);
 
   grpc::ServerUnaryReactor* PartitionGraph(grpc::CallbackServerContext* context,
                                            const v1::PartitionGraphRequest* request,
@@ -65,14 +65,26 @@ class PlannerService final : public v1::PartitionPlanner::CallbackService {
  private:
   // A PlannerBackend method, e.g. &PlannerBackend::Validate.
   template <typename Request, typename Response>
-  using BackendMethod = absl::StatusOr<Response> (PlannerBackend::*)(const Request&,
-                                                                     const CancellationToken&);
+  using BackendMethod = absl::Status (PlannerBackend::*)(const Request&, const CancellationToken&,
+                                                         Response*);
 
   // The one handler behind every RPC above.
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Handle(PlannerRpc rpc, BackendMethod<Request, Response> plan,
                                    grpc::CallbackServerContext* context, const Request* request,
                                    Response* response);
+
+  // Every call's request and response live on an arena of its own.
+  ArenaMessageAllocator<v1::PartitionGraphRequest, v1::PartitionGraphResponse>
+      partition_graph_allocator_;
+  ArenaMessageAllocator<v1::SplitGraphRequest, v1::SplitGraphResponse> split_graph_allocator_;
+  ArenaMessageAllocator<v1::ShardGraphRequest, v1::ShardGraphResponse> shard_graph_allocator_;
+  ArenaMessageAllocator<v1::BuildPipelineGraphRequest, v1::BuildPipelineGraphResponse>
+      build_pipeline_graph_allocator_;
+  ArenaMessageAllocator<v1::PlanDataParallelRequest, v1::PlanDataParallelResponse>
+      plan_data_parallel_allocator_;
+  ArenaMessageAllocator<v1::PlanRequest, v1::PlanResponse> plan_allocator_;
+  ArenaMessageAllocator<v1::ValidateRequest, v1::ValidateResponse> validate_allocator_;
 
   PlannerBackend& backend_;
   BoundedThreadPool& pool_;

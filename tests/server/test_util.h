@@ -68,42 +68,43 @@ class FakePlannerBackend final : public PlannerBackend {
     return std::get<Response>(canned_);
   }
 
-  absl::StatusOr<v1::PartitionGraphResponse> PartitionGraph(
-      const v1::PartitionGraphRequest&, const CancellationToken& token) override {
-    return Respond<v1::PartitionGraphResponse>(token);
+  absl::Status PartitionGraph(const v1::PartitionGraphRequest&, const CancellationToken& token,
+              v1::PartitionGraphResponse* response) override {
+    return Respond(token, response);
   }
-  absl::StatusOr<v1::SplitGraphResponse> SplitGraph(const v1::SplitGraphRequest&,
-                                                    const CancellationToken& token) override {
-    return Respond<v1::SplitGraphResponse>(token);
+  absl::Status SplitGraph(const v1::SplitGraphRequest&, const CancellationToken& token,
+              v1::SplitGraphResponse* response) override {
+    return Respond(token, response);
   }
-  absl::StatusOr<v1::ShardGraphResponse> ShardGraph(const v1::ShardGraphRequest&,
-                                                    const CancellationToken& token) override {
-    return Respond<v1::ShardGraphResponse>(token);
+  absl::Status ShardGraph(const v1::ShardGraphRequest&, const CancellationToken& token,
+              v1::ShardGraphResponse* response) override {
+    return Respond(token, response);
   }
-  absl::StatusOr<v1::BuildPipelineGraphResponse> BuildPipelineGraph(
-      const v1::BuildPipelineGraphRequest&, const CancellationToken& token) override {
-    return Respond<v1::BuildPipelineGraphResponse>(token);
+  absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest&, const CancellationToken& token,
+              v1::BuildPipelineGraphResponse* response) override {
+    return Respond(token, response);
   }
-  absl::StatusOr<v1::PlanDataParallelResponse> PlanDataParallel(
-      const v1::PlanDataParallelRequest&, const CancellationToken& token) override {
-    return Respond<v1::PlanDataParallelResponse>(token);
+  absl::Status PlanDataParallel(const v1::PlanDataParallelRequest&, const CancellationToken& token,
+              v1::PlanDataParallelResponse* response) override {
+    return Respond(token, response);
   }
-  absl::StatusOr<v1::PlanResponse> Plan(const v1::PlanRequest&,
-                                        const CancellationToken& token) override {
-    return Respond<v1::PlanResponse>(token);
+  absl::Status Plan(const v1::PlanRequest&, const CancellationToken& token,
+              v1::PlanResponse* response) override {
+    return Respond(token, response);
   }
-  absl::StatusOr<v1::ValidateResponse> Validate(const v1::ValidateRequest&,
-                                                const CancellationToken& token) override {
-    return Respond<v1::ValidateResponse>(token);
+  absl::Status Validate(const v1::ValidateRequest&, const CancellationToken& token,
+              v1::ValidateResponse* response) override {
+    return Respond(token, response);
   }
 
  private:
   template <typename Response>
-  absl::StatusOr<Response> Respond(const CancellationToken& token) {
+  absl::Status Respond(const CancellationToken& token, Response* response) {
     if (hook_) {
       if (absl::Status status = hook_(token); !status.ok()) return status;
     }
-    return std::get<Response>(canned_);
+    *response = std::get<Response>(canned_);
+    return absl::OkStatus();
   }
 
   const Hook hook_;
