@@ -157,6 +157,7 @@ class BalancedStagePlanner {
  private:
   // F_s from F_{s-1} (`prev`), see the header.
   absl::Status BottleneckLayer(int s, const std::vector<double>& prev, std::vector<double>* cur) {
+    PARTPLAN_RETURN_IF_ERROR(token_.Check());
     std::fill(cur->begin(), cur->end(), kInfinity);
     StageWindow window(model_, times_, s, devices_[s].memory_bytes, kInfinity);
     candidates_.clear();
@@ -191,6 +192,7 @@ class BalancedStagePlanner {
   // the chosen start of every reachable end.
   absl::Status CrossingLayer(int s, double bottleneck, const std::vector<int64_t>& prev,
                              std::vector<int64_t>* cur, std::vector<int32_t>* start_of) {
+    PARTPLAN_RETURN_IF_ERROR(token_.Check());
     std::fill(cur->begin(), cur->end(), kUnreachable);
     StageWindow window(model_, times_, s, devices_[s].memory_bytes, bottleneck);
     // The cost of starting stage s at i: the prefix's plus the cut's bytes
