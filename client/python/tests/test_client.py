@@ -285,6 +285,31 @@ class TlsTest(unittest.TestCase):
                     client.validate(pb.Graph())
                 self.assertEqual(caught.exception.code, grpc.StatusCode.UNAVAILABLE)
 
+    def test_real_server_with_mutual_tls_and_tokens(self):
+        # partplan_server's own TLS and bearer-token checks.
+        tokens = self.path("tokens")
+        with open(tokens, "w") as f:
+            f.write("# accepted tokens\nt0k3n\n")
+        server = support.ServerProcess(
+            f"--tls_cert={self.path('server.pem')}", f"--tls_key={self.path('server.key')}",
+            f"--tls_client_ca={self.path('ca.pem')}", f"--auth_tokens_file={tokens}")
+        try:
+            tls = dict(root_certificates=self.path("ca.pem"), private_key=self.path("client.key"),
+                       certificate_chain=self.path("client.pem"), server_name="partplan.test")
+            graph = example("graph_mlp.json", pb.Graph)
+            with partplan.Client(server.target, timeout=10, token="t0k3n", **tls) as client:
+                self.assertEqual(client.validate(graph).node_count, len(graph.nodes))
+            with partplan.Client(server.target, timeout=10, token="wrong", **tls) as client:
+                with self.assertRaises(partplan.PartplanError) as caught:
+                    client.validate(graph)
+                self.assertEqual(caught.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+            with partplan.Client(server.target, timeout=3, retry=NO_RETRY, token="t0k3n") as client:
+                with self.assertRaises(partplan.PartplanError) as caught:  # plaintext to a TLS port
+                    client.validate(graph)
+                self.assertEqual(caught.exception.code, grpc.StatusCode.UNAVAILABLE)
+        finally:
+            server.stop()
+
     def test_key_without_certificate(self):
         with self.assertRaises(ValueError):
             partplan.Client("localhost:1", private_key=self.path("client.key"))
