@@ -32,10 +32,14 @@ struct OutputReads {
 class PipelineGraphBuilder {
  public:
   PipelineGraphBuilder(const CompactGraph& graph, const v1::BuildPipelineGraphRequest& request,
-                       const CancellationToken& token)
-      : graph_(graph), request_(request), token_(token), source_of_(graph.num_nodes()) {}
+                       const CancellationToken& token, v1::BuildPipelineGraphResponse* response)
+      : graph_(graph),
+        request_(request),
+        token_(token),
+        response_(*response),
+        source_of_(graph.num_nodes()) {}
 
-  absl::StatusOr<v1::BuildPipelineGraphResponse> Build() {
+  absl::Status Build() {
     PARTPLAN_RETURN_IF_ERROR(ReadWorkers());
     int32_t placeholders = 0;
     for (NodeId v = 0; v < graph_.num_nodes(); ++v) {
@@ -84,7 +88,7 @@ class PipelineGraphBuilder {
                                               request_.workers(i).target(), "'"));
       }
     }
-    return std::move(response_);
+    return absl::OkStatus();
   }
 
  private:
@@ -213,20 +217,30 @@ class PipelineGraphBuilder {
   const CompactGraph& graph_;
   const v1::BuildPipelineGraphRequest& request_;
   const CancellationToken& token_;
+  v1::BuildPipelineGraphResponse& response_;
   // What each node stands for: a forward input, a module's output or an
   // element of it (unset for the output node).
   std::vector<v1::PipelineInput> source_of_;
   std::vector<OutputReads> reads_;  // per module
   absl::flat_hash_map<std::string, WorkerEntry> worker_of_;
-  v1::BuildPipelineGraphResponse response_;
 };
 
 }  // namespace
 
+absl::Status BuildPipelineGraphPlan(const CompactGraph& graph,
+                                    const v1::BuildPipelineGraphRequest& request,
+                                    const CancellationToken& token,
+                                    v1::BuildPipelineGraphResponse* response) {
+  response->Clear();
+  return PipelineGraphBuilder(graph, request, token, response).Build();
+}
+
 absl::StatusOr<v1::BuildPipelineGraphResponse> BuildPipelineGraphPlan(
     const CompactGraph& graph, const v1::BuildPipelineGraphRequest& request,
     const CancellationToken& token) {
-  return PipelineGraphBuilder(graph, request, token).Build();
+  v1::BuildPipelineGraphResponse response;
+  PARTPLAN_RETURN_IF_ERROR(BuildPipelineGraphPlan(graph, request, token, &response));
+  return response;
 }
 
 }  // namespace partplan

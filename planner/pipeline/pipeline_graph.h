@@ -5,8 +5,7 @@
 //
 //   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
 //                             ImportGraph(request.graph(), limits, token));
-//   PARTPLAN_ASSIGN_OR_RETURN(v1::BuildPipelineGraphResponse response,
-//                             BuildPipelineGraphPlan(graph, request, token));
+//   PARTPLAN_RETURN_IF_ERROR(BuildPipelineGraphPlan(graph, request, token, &response));
 //
 // The graph may hold only
 //   - placeholders: the i-th placeholder is forward() argument i;
@@ -44,6 +43,7 @@
 #ifndef PARTPLAN_PLANNER_PIPELINE_PIPELINE_GRAPH_H_
 #define PARTPLAN_PLANNER_PIPELINE_PIPELINE_GRAPH_H_
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/cancellation.h"
@@ -51,6 +51,14 @@
 
 namespace partplan {
 
+// Fills `*response` (which may live on an arena); on error `*response` is
+// unspecified.
+absl::Status BuildPipelineGraphPlan(const CompactGraph& graph,
+                                    const v1::BuildPipelineGraphRequest& request,
+                                    const CancellationToken& token,
+                                    v1::BuildPipelineGraphResponse* response);
+
+// The same, returning the response.
 absl::StatusOr<v1::BuildPipelineGraphResponse> BuildPipelineGraphPlan(
     const CompactGraph& graph, const v1::BuildPipelineGraphRequest& request,
     const CancellationToken& token);

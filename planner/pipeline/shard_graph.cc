@@ -46,19 +46,17 @@ std::vector<int64_t> NodeParameters(const StageModel& model, absl::Span<const in
 // The shards [cuts[s], cuts[s + 1]): the call_* assignment, each shard's
 // nodes, parameters, inputs, outputs and memory, and the summary's counts
 // and bytes.
-absl::StatusOr<v1::ShardGraphResponse> DescribeShards(const StageModel& model,
-                                                      absl::Span<const int32_t> cuts,
-                                                      absl::Span<const int64_t> parameters,
-                                                      const CancellationToken& token) {
+absl::Status DescribeShards(const StageModel& model, absl::Span<const int32_t> cuts,
+                            absl::Span<const int64_t> parameters, const CancellationToken& token,
+                            v1::ShardGraphResponse* response) {
   const CompactGraph& graph = model.graph();
-  v1::ShardGraphResponse response;
-  response.mutable_assignments()->Reserve(graph.num_op_nodes());
+  response->mutable_assignments()->Reserve(graph.num_op_nodes());
   std::vector<int32_t> read_by(graph.num_nodes(), -1);  // last shard listing it as an input
   int64_t max_bytes = 0;
   int64_t iterations = 0;
   const int32_t shards = static_cast<int32_t>(cuts.size()) - 1;
   for (int32_t s = 0; s < shards; ++s) {
-    v1::Shard* shard = response.add_shards();
+    v1::Shard* shard = response->add_shards();
     shard->set_id(s);
     shard->set_parameter_count(parameters[s]);
     const int32_t begin = cuts[s];
@@ -68,7 +66,7 @@ absl::StatusOr<v1::ShardGraphResponse> DescribeShards(const StageModel& model,
       const NodeId v = model.item(i);
       shard->add_nodes(graph.name(v));
       if (graph.is_op_node(v)) {
-        v1::NodePartition* assignment = response.add_assignments();
+        v1::NodePartition* assignment = response->add_assignments();
         assignment->set_node(graph.name(v));
         assignment->set_partition(s);
       }
@@ -91,19 +89,18 @@ absl::StatusOr<v1::ShardGraphResponse> DescribeShards(const StageModel& model,
   }
   int64_t crossing = 0;
   for (int32_t s = 1; s < shards; ++s) crossing += model.LiveBytes(cuts[s]);
-  v1::PlanSummary* summary = response.mutable_summary();
+  v1::PlanSummary* summary = response->mutable_summary();
   summary->set_node_count(graph.num_nodes());
   summary->set_op_node_count(graph.num_op_nodes());
   summary->set_partition_count(shards);
   summary->set_graph_total_bytes(graph.graph_total_bytes());
   summary->set_max_partition_bytes(max_bytes);
   summary->set_cross_partition_bytes(crossing);
-  return response;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<v1::ShardGraphResponse> FairscaleShards(const StageModel& model,
-                                                       const ShardOptions& options,
-                                                       const CancellationToken& token) {
+absl::Status FairscaleShards(const StageModel& model, const ShardOptions& options,
+                             const CancellationToken& token, v1::ShardGraphResponse* response) {
   AutoShardOptions auto_shard;
   auto_shard.shard_count = options.shard_count;
   auto_shard.exact = options.exact;
@@ -112,16 +109,14 @@ absl::StatusOr<v1::ShardGraphResponse> FairscaleShards(const StageModel& model,
   PARTPLAN_ASSIGN_OR_RETURN(const AutoShardResult shards,
                             AutoShard(model.graph(), charges, auto_shard, token));
   const std::vector<int32_t> cuts = ItemCuts(model, shards.first_node);
-  PARTPLAN_ASSIGN_OR_RETURN(v1::ShardGraphResponse response,
-                            DescribeShards(model, cuts, shards.parameters, token));
-  response.mutable_summary()->set_planner("shard/fairscale");
-  return response;
+  PARTPLAN_RETURN_IF_ERROR(DescribeShards(model, cuts, shards.parameters, token, response));
+  response->mutable_summary()->set_planner("shard/fairscale");
+  return absl::OkStatus();
 }
 
-absl::StatusOr<v1::ShardGraphResponse> BalancedShards(const StageModel& model,
-                                                      const v1::ShardGraphRequest& request,
-                                                      const ShardOptions& options,
-                                                      const CancellationToken& token) {
+absl::Status BalancedShards(const StageModel& model, const v1::ShardGraphRequest& request,
+                            const ShardOptions& options, const CancellationToken& token,
+                            v1::ShardGraphResponse* response) {
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices,
                             ImportDevices(request.devices(), InputLimits(), "devices"));
   if (devices.size() != options.shard_count) {
@@ -133,13 +128,12 @@ absl::StatusOr<v1::ShardGraphResponse> BalancedShards(const StageModel& model,
   PARTPLAN_ASSIGN_OR_RETURN(const StageWork work, ChooseStageWork(model, devices));
   PARTPLAN_ASSIGN_OR_RETURN(const StagePlan plan,
                             PlanBalancedStages(model, work.of_item, work.devices, token));
-  PARTPLAN_ASSIGN_OR_RETURN(
-      v1::ShardGraphResponse response,
-      DescribeShards(model, plan.cuts, NodeParameters(model, plan.cuts), token));
+  PARTPLAN_RETURN_IF_ERROR(
+      DescribeShards(model, plan.cuts, NodeParameters(model, plan.cuts), token, response));
   const StageTimes times(work.of_item, work.devices);
   double pipeline_seconds = 0;
   for (int s = 0; s < options.shard_count; ++s) {
-    v1::Shard* shard = response.mutable_shards(s);
+    v1::Shard* shard = response->mutable_shards(s);
     shard->set_logical_device_id(devices[s].logical_id);
     shard->set_cost(times.Time(s, plan.cuts[s], plan.cuts[s + 1]));
     pipeline_seconds += shard->cost();
@@ -150,11 +144,11 @@ absl::StatusOr<v1::ShardGraphResponse> BalancedShards(const StageModel& model,
       pipeline_seconds += static_cast<double>(model.LiveBytes(plan.cuts[s])) / bandwidth;
     }
   }
-  v1::PlanSummary* summary = response.mutable_summary();
+  v1::PlanSummary* summary = response->mutable_summary();
   summary->set_planner(absl::StrCat("shard/balanced/", WorkKindName(work.kind)));
   summary->set_devices_used(options.shard_count);
   if (work.in_seconds) summary->set_critical_path_latency_seconds(pipeline_seconds);
-  return response;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -181,10 +175,10 @@ absl::Status ShardOptions::CheckAndSetup() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::ShardGraphResponse> ShardGraphPlan(const CompactGraph& graph,
-                                                      const v1::ShardGraphRequest& request,
-                                                      const CancellationToken& token) {
+absl::Status ShardGraphPlan(const CompactGraph& graph, const v1::ShardGraphRequest& request,
+                            const CancellationToken& token, v1::ShardGraphResponse* response) {
   const absl::Time start = absl::Now();
+  response->Clear();
   ShardOptions options = ShardOptions::FromConfig(request.config());
   PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup());
   if (graph.num_op_nodes() == 0) {
@@ -193,12 +187,18 @@ absl::StatusOr<v1::ShardGraphResponse> ShardGraphPlan(const CompactGraph& graph,
                              "call_method node");
   }
   const StageModel model(graph);
-  absl::StatusOr<v1::ShardGraphResponse> response =
-      options.mode == v1::ShardConfig::BALANCED ? BalancedShards(model, request, options, token)
-                                                : FairscaleShards(model, options, token);
-  if (response.ok()) {
-    response->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-  }
+  PARTPLAN_RETURN_IF_ERROR(options.mode == v1::ShardConfig::BALANCED
+                               ? BalancedShards(model, request, options, token, response)
+                               : FairscaleShards(model, options, token, response));
+  response->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::ShardGraphResponse> ShardGraphPlan(const CompactGraph& graph,
+                                                      const v1::ShardGraphRequest& request,
+                                                      const CancellationToken& token) {
+  v1::ShardGraphResponse response;
+  PARTPLAN_RETURN_IF_ERROR(ShardGraphPlan(graph, request, token, &response));
   return response;
 }
 

@@ -5,8 +5,7 @@
 //
 //   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
 //                             ImportGraph(request.graph(), limits, token));
-//   PARTPLAN_ASSIGN_OR_RETURN(v1::ShardGraphResponse response,
-//                             ShardGraphPlan(graph, request, token));
+//   PARTPLAN_RETURN_IF_ERROR(ShardGraphPlan(graph, request, token, &response));
 //
 // Shards are contiguous ranges of the graph's items (stage_model.h: every
 // node but the placeholders and the output, in graph order). The response
@@ -73,6 +72,12 @@ struct ShardOptions {
   absl::Status CheckAndSetup();
 };
 
+// Fills `*response` (which may live on an arena); on error `*response` is
+// unspecified.
+absl::Status ShardGraphPlan(const CompactGraph& graph, const v1::ShardGraphRequest& request,
+                            const CancellationToken& token, v1::ShardGraphResponse* response);
+
+// The same, returning the response.
 absl::StatusOr<v1::ShardGraphResponse> ShardGraphPlan(const CompactGraph& graph,
                                                       const v1::ShardGraphRequest& request,
                                                       const CancellationToken& token);
