@@ -36,6 +36,9 @@ ABSL_FLAG(int32_t, planner_threads, DefaultPlannerThreads(),
 ABSL_FLAG(int32_t, queue_depth, 64,
           "Calls that may wait for a planner thread; beyond them calls get RESOURCE_EXHAUSTED "
           "at once.");
+ABSL_FLAG(int64_t, plan_cache_bytes, 64 << 20,
+          "Bytes of plans kept to answer a repeated identical request without planning "
+          "(least recently used first out); 0 disables the cache.");
 ABSL_FLAG(int32_t, max_receive_message_bytes, 256 << 20,
           "Largest request accepted, in bytes (positive; never unlimited).");
 ABSL_FLAG(double, drain_deadline_seconds, 20,
@@ -128,6 +131,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.planner_threads = absl::GetFlag(FLAGS_planner_threads);
   options.queue_depth = absl::GetFlag(FLAGS_queue_depth);
+  options.plan_cache_bytes = absl::GetFlag(FLAGS_plan_cache_bytes);
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   const double drain_seconds = absl::GetFlag(FLAGS_drain_deadline_seconds);
   // Also rejects NaN.

@@ -94,6 +94,17 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
                       .Help("Nodes in the graph of each request.")
                       .Register(registry)
                       .Add({}, NodeCountBuckets());
+  auto& cache_lookups = prometheus::BuildCounter()
+                            .Name("partplan_plan_cache_lookups_total")
+                            .Help("Plan cache lookups, by result (hit or miss).")
+                            .Register(registry);
+  plan_cache_hits_ = &cache_lookups.Add({{"result", "hit"}});
+  plan_cache_misses_ = &cache_lookups.Add({{"result", "miss"}});
+  plan_cache_bytes_ = &prometheus::BuildGauge()
+                           .Name("partplan_plan_cache_bytes")
+                           .Help("Bytes of serialized plans held by the plan cache.")
+                           .Register(registry)
+                           .Add({});
 }
 
 prometheus::Counter& ServerMetrics::handled(PlannerRpc rpc, grpc::StatusCode code) const {

@@ -65,6 +65,9 @@ class ServerMetrics {
   prometheus::Gauge& queue_depth() const { return *queue_depth_; }
   prometheus::Gauge& in_flight() const { return *in_flight_; }
   prometheus::Histogram& graph_nodes() const { return *graph_nodes_; }
+  prometheus::Counter& plan_cache_hits() const { return *plan_cache_hits_; }
+  prometheus::Counter& plan_cache_misses() const { return *plan_cache_misses_; }
+  prometheus::Gauge& plan_cache_bytes() const { return *plan_cache_bytes_; }
 
  private:
   std::array<RpcMetrics, kPlannerRpcCount> rpcs_;
@@ -72,6 +75,9 @@ class ServerMetrics {
   prometheus::Gauge* queue_depth_ = nullptr;
   prometheus::Gauge* in_flight_ = nullptr;
   prometheus::Histogram* graph_nodes_ = nullptr;
+  prometheus::Counter* plan_cache_hits_ = nullptr;
+  prometheus::Counter* plan_cache_misses_ = nullptr;
+  prometheus::Gauge* plan_cache_bytes_ = nullptr;
 };
 
 }  // namespace partplan

@@ -109,8 +109,12 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
 
 PlannerService::PlannerService(PlannerBackend& backend, BoundedThreadPool& pool,
                                const ServerMetrics& metrics,
-                               const TokenAuthenticator* authenticator)
-    : backend_(backend), pool_(pool), metrics_(metrics), authenticator_(authenticator) {
+                               const TokenAuthenticator* authenticator, PlanCache* plan_cache)
+    : backend_(backend),
+      pool_(pool),
+      metrics_(metrics),
+      authenticator_(authenticator),
+      plan_cache_(plan_cache) {
   SetMessageAllocatorFor_PartitionGraph(&partition_graph_allocator_);
   SetMessageAllocatorFor_SplitGraph(&split_graph_allocator_);
   SetMessageAllocatorFor_ShardGraph(&shard_graph_allocator_);
@@ -143,7 +147,20 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
     }
     metrics_.in_flight().Increment();
     const absl::Time start = absl::Now();
-    const absl::Status status = (backend_.*plan)(*request, call->token(), response);
+    // Validate is cheaper than a cache lookup; every other RPC plans.
+    const bool cacheable = plan_cache_ != nullptr && rpc != PlannerRpc::kValidate;
+    const std::string key = cacheable ? PlanCache::Key(RpcName(rpc), *request) : std::string();
+    absl::Status status;
+    if (cacheable && plan_cache_->Lookup(key, response)) {
+      metrics_.plan_cache_hits().Increment();
+    } else {
+      if (cacheable) metrics_.plan_cache_misses().Increment();
+      status = (backend_.*plan)(*request, call->token(), response);
+      if (cacheable && status.ok()) {
+        plan_cache_->Insert(key, *response);
+        metrics_.plan_cache_bytes().Set(static_cast<double>(plan_cache_->bytes()));
+      }
+    }
     metrics_.rpc(rpc).planner_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - start));
     metrics_.in_flight().Decrement();
     call->Complete(status);

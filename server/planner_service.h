@@ -11,7 +11,9 @@
 //   - every call is counted in ServerMetrics and logged in one line with its
 //     method, graph size, status code, duration and x-request-id;
 //   - with an authenticator (auth.h), a call without an accepted bearer
-//     token gets UNAUTHENTICATED before anything is queued.
+//     token gets UNAUTHENTICATED before anything is queued;
+//   - with a plan cache (plan_cache.h), a planning request seen before is
+//     answered from it on the planner thread, without planning.
 //
 //   partplan::PlannerService service(*backend, pool, metrics);
 //   grpc::ServerBuilder builder;
@@ -28,6 +30,7 @@
 #include "server/auth.h"
 #include "server/bounded_thread_pool.h"
 #include "server/metrics.h"
+#include "server/plan_cache.h"
 #include "server/planner_backend.h"
 #include "server/planner_rpc.h"
 
@@ -36,9 +39,10 @@ namespace partplan {
 class PlannerService final : public v1::PartitionPlanner::CallbackService {
  public:
   // All must outlive the service; `authenticator` may be null (no token
-  // authentication).
+  // authentication), and so may `plan_cache` (no caching).
   PlannerService(PlannerBackend& backend, BoundedThreadPool& pool, const ServerMetrics& metrics,
-                 const TokenAuthenticator* authenticator = nullptr);
+                 const TokenAuthenticator* authenticator = nullptr,
+                 PlanCache* plan_cache = nullptr);
 
   grpc::ServerUnaryReactor* PartitionGraph(grpc::CallbackServerContext* context,
                                            const v1::PartitionGraphRequest* request,
@@ -90,6 +94,7 @@ class PlannerService final : public v1::PartitionPlanner::CallbackService {
   BoundedThreadPool& pool_;
   const ServerMetrics& metrics_;
   const TokenAuthenticator* const authenticator_;
+  PlanCache* const plan_cache_;
 };
 
 }  // namespace partplan

@@ -56,6 +56,10 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("planner threads must be at least 1, got ", options.planner_threads));
   }
+  if (options.plan_cache_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan cache size must not be negative, got ", options.plan_cache_bytes));
+  }
   if (options.queue_depth < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("queue depth must not be negative, got ", options.queue_depth));
@@ -93,7 +97,10 @@ PlannerServer::PlannerServer(const ServerOptions& options, std::unique_ptr<Plann
       registry_(std::make_shared<prometheus::Registry>()),
       metrics_(*registry_),
       pool_(options.planner_threads, options.queue_depth),
-      service_(*backend_, pool_, metrics_, authenticator_.get()) {}
+      plan_cache_(options.plan_cache_bytes > 0
+                      ? std::make_unique<PlanCache>(options.plan_cache_bytes)
+                      : nullptr),
+      service_(*backend_, pool_, metrics_, authenticator_.get(), plan_cache_.get()) {}
 
 absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
     const ServerOptions& options, std::unique_ptr<PlannerBackend> backend) {

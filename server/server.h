@@ -37,6 +37,7 @@
 #include "server/credentials.h"
 #include "server/metrics.h"
 #include "server/planner_backend.h"
+#include "server/plan_cache.h"
 #include "server/planner_service.h"
 
 namespace partplan {
@@ -64,6 +65,8 @@ struct ServerOptions {
   absl::Duration drain_deadline = absl::Seconds(20);
   // Input limits of the library backend (ignored with an injected backend).
   InputLimits limits;
+  // Bytes of plans kept to answer repeated requests; 0 disables the cache.
+  int64_t plan_cache_bytes = 64 << 20;
   // Connections older than this get a GOAWAY (calls in flight finish), so
   // clients re-resolve and spread over new pods; zero: no limit.
   absl::Duration max_connection_age = absl::ZeroDuration();
@@ -120,6 +123,7 @@ class PlannerServer {
   const std::shared_ptr<prometheus::Registry> registry_;
   ServerMetrics metrics_;
   BoundedThreadPool pool_;
+  std::unique_ptr<PlanCache> plan_cache_;  // null when disabled
   PlannerService service_;
   // Declared after what they use, so destroyed before it.
   std::unique_ptr<grpc::Server> server_;
