@@ -6,6 +6,8 @@
 #include "planner/devices.h"
 #include "planner/graph_import.h"
 #include "planner/partitioner.h"
+#include "planner/pipeline/pipeline_graph.h"
+#include "planner/pipeline/shard_graph.h"
 #include "planner/split_graph.h"
 #include "planner/status_util.h"
 
@@ -44,14 +46,19 @@ absl::Status SplitGraph(const v1::SplitGraphRequest& request, const InputLimits&
   return SplitGraphPlan(graph, request, token, response);
 }
 
-absl::Status ShardGraph(const v1::ShardGraphRequest&, const InputLimits&,
-                        const CancellationToken&, v1::ShardGraphResponse*) {
-  return NotYet("ShardGraph");
+absl::Status ShardGraph(const v1::ShardGraphRequest& request, const InputLimits& limits,
+                        const CancellationToken& token, v1::ShardGraphResponse* response) {
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
+                            ImportGraph(request.graph(), limits, token));
+  return ShardGraphPlan(graph, request, token, response);
 }
 
-absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest&, const InputLimits&,
-                                const CancellationToken&, v1::BuildPipelineGraphResponse*) {
-  return NotYet("BuildPipelineGraph");
+absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
+                                const InputLimits& limits, const CancellationToken& token,
+                                v1::BuildPipelineGraphResponse* response) {
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
+                            ImportGraph(request.graph(), limits, token));
+  return BuildPipelineGraphPlan(graph, request, token, response);
 }
 
 absl::Status PlanDataParallel(const v1::PlanDataParallelRequest&, const InputLimits&,
