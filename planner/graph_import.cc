@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "planner/status_util.h"
@@ -164,17 +165,26 @@ class GraphBuilder {
     // The top-level args are any number of complete values.
     PARTPLAN_RETURN_IF_ERROR(AddValues(v, node.args(), ValuesPath{at, -1},
                                        /*exactly_one=*/false));
+    // Duplicate keywords: a scan over the few a node usually has, a set
+    // beyond that, so that a node with many keywords stays linear.
+    constexpr int kFewKeywords = 16;
+    absl::flat_hash_set<absl::string_view> keywords;
     for (int k = 0; k < node.kwargs_size(); ++k) {
       const v1::KeywordArgument& kwarg = node.kwargs(k);
       if (kwarg.name().empty()) {
         return InvalidFieldError(at.Str(absl::StrCat(".kwargs[", k, "].name")),
                                  "keyword argument has no name");
       }
-      for (int j = 0; j < k; ++j) {
-        if (node.kwargs(j).name() == kwarg.name()) {
-          return InvalidFieldError(at.Str(absl::StrCat(".kwargs[", k, "].name")),
-                                   absl::StrCat("duplicate keyword argument '", kwarg.name(), "'"));
-        }
+      bool duplicate = false;
+      if (node.kwargs_size() <= kFewKeywords) {
+        for (int j = 0; j < k && !duplicate; ++j) duplicate = node.kwargs(j).name() == kwarg.name();
+      } else {
+        PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(k));
+        duplicate = !keywords.insert(kwarg.name()).second;
+      }
+      if (duplicate) {
+        return InvalidFieldError(at.Str(absl::StrCat(".kwargs[", k, "].name")),
+                                 absl::StrCat("duplicate keyword argument '", kwarg.name(), "'"));
       }
       PARTPLAN_RETURN_IF_ERROR(AddValues(v, kwarg.value(), ValuesPath{at, k},
                                          /*exactly_one=*/true));

@@ -4,6 +4,8 @@
 #include <limits>
 #include <string>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/status_util.h"
@@ -106,6 +108,29 @@ TEST(ImportGraphTest, StopsWhenCancelled) {
   token.Cancel();
   EXPECT_EQ(ImportGraph(proto, InputLimits(), token).status().code(),
             absl::StatusCode::kCancelled);
+}
+
+// 200k keyword arguments: the duplicate check stays linear (it was a
+// quadratic scan, minutes of CPU that ignored the deadline).
+TEST(ImportGraphTest, ManyKeywordArgumentsAreCheckedInLinearTime) {
+  v1::Graph proto = Diamond();
+  v1::Node* c = proto.mutable_nodes(3);
+  constexpr int kKeywords = 200000;
+  for (int k = 0; k < kKeywords; ++k) {
+    v1::KeywordArgument* kwarg = c->add_kwargs();
+    kwarg->set_name("k" + std::to_string(k));
+    kwarg->add_value()->set_int_(k);
+  }
+  CancellationToken token;
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(ImportGraph(proto, InputLimits(), token).ok());
+  v1::KeywordArgument* again = c->add_kwargs();
+  again->set_name("k7");
+  again->add_value()->set_int_(7);
+  const absl::Status status = ImportGraph(proto, InputLimits(), token).status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(InvalidFieldPath(status), "graph.nodes[3].kwargs[200000].name") << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("duplicate keyword argument 'k7'"));
 }
 
 // One malformed graph: how to break a valid one, and the error expected.
