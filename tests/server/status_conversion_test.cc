@@ -51,5 +51,31 @@ TEST(StatusConversionTest, InvalidFieldBecomesBadRequestFieldViolation) {
   EXPECT_EQ(bad_request.field_violations(0).description(), "duplicate device name");
 }
 
+// Names from the request appear in messages; a 64 KiB one made trailers no
+// client accepts (it saw RESOURCE_EXHAUSTED instead of INVALID_ARGUMENT).
+TEST(StatusConversionTest, LongMessagesAreCutOnACharacterBoundary) {
+  std::string name;
+  for (int i = 0; i < 30000; ++i) name += "\xc3\xa9";  // U+00E9, two bytes
+  const grpc::Status status = ToGrpcStatus(
+      InvalidFieldError("graph.nodes[3].name", "duplicate node name '" + name + "'"));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LE(status.error_message().size(), 1100u);
+  EXPECT_EQ(status.error_message().rfind("graph.nodes[3].name: duplicate node name '\xc3\xa9", 0),
+            0u);
+  EXPECT_NE(status.error_message().find(" more bytes)"), std::string::npos);
+  // No character is cut in two: what precedes the marker is whole U+00E9s.
+  const std::string kept = status.error_message().substr(0, status.error_message().find("..."));
+  EXPECT_EQ((kept.size() - std::string("graph.nodes[3].name: duplicate node name '").size()) % 2,
+            0u);
+
+  google::rpc::Status details;
+  ASSERT_TRUE(grpc::ExtractErrorDetails(status, &details).ok());
+  EXPECT_EQ(details.message(), status.error_message());
+  google::rpc::BadRequest bad_request;
+  ASSERT_TRUE(details.details(0).UnpackTo(&bad_request));
+  EXPECT_EQ(bad_request.field_violations(0).field(), "graph.nodes[3].name");
+  EXPECT_LE(bad_request.field_violations(0).description().size(), 1100u);
+}
+
 }  // namespace
 }  // namespace partplan
