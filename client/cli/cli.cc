@@ -104,11 +104,65 @@ absl::StatusOr<PreparedCall> PrepareGraphCall(
   return call;
 }
 
+// `partplan load <Method> --request=FILE ...`: the load generator
+// (load_generator.h) instead of one call.
+int RunLoadSubcommand(absl::Span<const std::string> operands,
+                      const CliOptions& options,
+                      const CliEnvironment& environment) {
+  std::ostream& err = *environment.err;
+  if (operands.size() != 1) {
+    err << "error: load: expected one method name, e.g. 'partplan load "
+           "PartitionGraph --request=FILE'; methods: "
+        << absl::StrJoin(PlannerMethodNames(), ", ") << "\n";
+    return kBadInputExitCode;
+  }
+  absl::StatusOr<const google::protobuf::MethodDescriptor*> method =
+      FindPlannerMethod(operands[0]);
+  if (!method.ok()) {
+    err << "error: " << method.status().message() << "\n";
+    return kBadInputExitCode;
+  }
+  if (options.request_path.empty()) {
+    err << "error: load: --request is required: a file holding a "
+        << (*method)->input_type()->full_name()
+        << " (JSON or binary; - for stdin)\n";
+    return kBadInputExitCode;
+  }
+  LoadOptions load = options.load;
+  absl::Status status = load.CheckAndSetup();
+  std::unique_ptr<google::protobuf::Message> request =
+      NewMessage((*method)->input_type());
+  if (status.ok()) {
+    status = ReadMessageFile(options.request_path, *environment.in,
+                             request.get());
+    if (!status.ok()) status = FlagError("request", status);
+  }
+  absl::StatusOr<v1::ValidateRequest> noop = v1::ValidateRequest();
+  if (status.ok() && load.compare_noop) {
+    noop = NoopRequestFor(*request);
+    status = noop.status();
+  }
+  if (!status.ok()) {
+    err << "error: " << status.message() << "\n";
+    return kBadInputExitCode;
+  }
+  return RunLoadCommand(environment.connect(options.connection), **method,
+                        *request, load.compare_noop ? &*noop : nullptr,
+                        options.connection, load, *environment.out, err);
+}
+
+// A subcommand either prepares one call (`prepare`), which RunCli sends and
+// prints, or runs on its own (`run`).
+using RunFunction = int (*)(absl::Span<const std::string> operands,
+                            const CliOptions& options,
+                            const CliEnvironment& environment);
+
 struct Subcommand {
   absl::string_view name;
   absl::string_view synopsis;
   absl::string_view summary;
   PrepareFunction prepare;
+  RunFunction run;
 };
 
 constexpr absl::string_view kPlannerFlagsSynopsis =
@@ -119,17 +173,28 @@ const Subcommand kSubcommands[] = {
     {"call", "<Method> --request=FILE",
      "Calls any PartitionPlanner method with a request file (proto3 JSON or "
      "binary; - for stdin).",
-     PrepareRequestFileCall},
+     PrepareRequestFileCall, nullptr},
     {"partition", kPlannerFlagsSynopsis,
      "PartitionGraph: partitions the graph over devices gpu0, gpu1, ... "
      "described by the flags.",
-     PrepareGraphCall<v1::PartitionGraphRequest, BuildPartitionGraphRequest>},
+     PrepareGraphCall<v1::PartitionGraphRequest, BuildPartitionGraphRequest>,
+     nullptr},
     {"plan", kPlannerFlagsSynopsis,
      "Plan: like partition, through the one-call Plan RPC.",
-     PrepareGraphCall<v1::PlanRequest, BuildPlanRequest>},
+     PrepareGraphCall<v1::PlanRequest, BuildPlanRequest>, nullptr},
     {"validate", "--graph=FILE [--device_memory=SIZE[,SIZE...]]",
      "Validate: checks the graph (and devices) without planning.",
-     PrepareGraphCall<v1::ValidateRequest, BuildValidateRequest>},
+     PrepareGraphCall<v1::ValidateRequest, BuildValidateRequest>, nullptr},
+    {"load",
+     "<Method> --request=FILE [--concurrency=16] [--duration=10s | "
+     "--requests=N] [--compare_noop] [--expected_codes=CODE,...]",
+     "Load generator: --concurrency closed-loop clients on one channel send "
+     "the request for --duration (or --requests calls in all); prints "
+     "calls/s, p50/p90/p99/max latency and status code counts, and with "
+     "--compare_noop the same for Validate carrying the request's graph and "
+     "devices, and the throughput ratio. Exits 0 when every call ended OK or "
+     "in --expected_codes, else with the most frequent other code.",
+     nullptr, RunLoadSubcommand},
 };
 
 const Subcommand* FindSubcommand(absl::string_view name) {
@@ -162,6 +227,9 @@ int RunCli(absl::Span<const std::string> args, const CliOptions& options,
     err << "error: unknown subcommand '" << args.front() << "'; one of "
         << SubcommandNames() << " (see --help)\n";
     return kBadInputExitCode;
+  }
+  if (subcommand->run != nullptr) {
+    return subcommand->run(args.subspan(1), options, environment);
   }
   absl::StatusOr<PreparedCall> call =
       subcommand->prepare(args.subspan(1), options, *environment.in);

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "absl/types/span.h"
+#include "client/cli/load_generator.h"
 #include "client/cli/output.h"
 #include "client/cli/planner_client.h"
 #include "client/cli/request_builder.h"
@@ -40,6 +41,8 @@ struct CliOptions {
   std::string graph_path;
   // `partition`, `plan`, `validate`: devices and partitioner options.
   PlannerFlags planner;
+  // `load`: concurrency, duration or request count, no-op comparison.
+  LoadOptions load;
 };
 
 // Where the CLI reads and writes and how it reaches the server. Tests swap

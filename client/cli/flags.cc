@@ -70,6 +70,20 @@ ABSL_FLAG(std::string, token, "",
           "--token_file, since arguments are visible to other users");
 ABSL_FLAG(std::string, token_file, "",
           "File holding the bearer token (surrounding whitespace ignored)");
+ABSL_FLAG(int, concurrency, 16,
+          "load: calls in flight at once, one closed-loop client thread each, "
+          "all on one channel");
+ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
+          "load: how long to send calls, e.g. 10s (the default when "
+          "--requests is not given)");
+ABSL_FLAG(int64_t, requests, 0,
+          "load: calls to make in all instead of a timed run");
+ABSL_FLAG(bool, compare_noop, false,
+          "load: also run the same load against Validate carrying the "
+          "request's graph and devices, and print the throughput ratio");
+ABSL_FLAG(std::string, expected_codes, "",
+          "load: status codes besides OK that do not make the exit status "
+          "non-zero, e.g. RESOURCE_EXHAUSTED,DEADLINE_EXCEEDED");
 
 namespace partplan {
 namespace cli {
@@ -241,6 +255,15 @@ absl::StatusOr<CliOptions> CliOptionsFromFlags() {
   options.planner.mode = absl::GetFlag(FLAGS_mode);
   options.planner.transfer_rate = absl::GetFlag(FLAGS_transfer_rate);
   options.planner.saturate_host = absl::GetFlag(FLAGS_saturate_host);
+  options.load.concurrency = absl::GetFlag(FLAGS_concurrency);
+  options.load.duration = absl::GetFlag(FLAGS_duration);
+  options.load.requests = absl::GetFlag(FLAGS_requests);
+  options.load.compare_noop = absl::GetFlag(FLAGS_compare_noop);
+  options.load.expected_codes = absl::GetFlag(FLAGS_expected_codes);
+  if (absl::Status status = LoadOptions(options.load).CheckAndSetup();
+      !status.ok()) {
+    return status;
+  }
   return options;
 }
 

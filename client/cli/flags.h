@@ -16,6 +16,7 @@
 #ifndef PARTPLAN_CLIENT_CLI_FLAGS_H_
 #define PARTPLAN_CLIENT_CLI_FLAGS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,11 @@ ABSL_DECLARE_FLAG(std::string, tls_key);
 ABSL_DECLARE_FLAG(std::string, tls_server_name);
 ABSL_DECLARE_FLAG(std::string, token);
 ABSL_DECLARE_FLAG(std::string, token_file);
+ABSL_DECLARE_FLAG(int, concurrency);
+ABSL_DECLARE_FLAG(absl::Duration, duration);
+ABSL_DECLARE_FLAG(int64_t, requests);
+ABSL_DECLARE_FLAG(bool, compare_noop);
+ABSL_DECLARE_FLAG(std::string, expected_codes);
 
 namespace partplan {
 namespace cli {
