@@ -34,8 +34,8 @@ absl::Status BatchDimOptions::CheckAndSetup(const CompactGraph& graph) {
                              absl::StrCat("must not be negative, got ", input_batch_dim));
   }
   if (roles.size() > static_cast<size_t>(graph.num_nodes())) {
-    return InvalidFieldError("roles", absl::StrCat(roles.size(), " roles for a graph of ",
-                                                   graph.num_nodes(), " nodes"));
+    return InvalidFieldError(
+        "roles", absl::StrCat(roles.size(), " roles for a graph of ", graph.num_nodes(), " nodes"));
   }
   roles.resize(graph.num_nodes(), v1::ROLE_UNSPECIFIED);
   return absl::OkStatus();
@@ -89,7 +89,8 @@ DimFate NoRule() { return DimFate{}; }
 // shape `operand` lands in `output`, if it keeps its size there.
 DimFate Broadcast(absl::Span<const int64_t> operand, int32_t dim,
                   absl::Span<const int64_t> output) {
-  const int64_t at = dim + static_cast<int64_t>(output.size()) - static_cast<int64_t>(operand.size());
+  const int64_t at =
+      dim + static_cast<int64_t>(output.size()) - static_cast<int64_t>(operand.size());
   if (at < 0 || at >= static_cast<int64_t>(output.size()) || output[at] != operand[dim]) {
     return NoRule();
   }
@@ -122,6 +123,8 @@ class BatchDimAnalyzer {
     result_.keeps_partial_.assign(n, false);
     result_.gathers_batch_.assign(n, false);
     result_.elementwise_.assign(n, false);
+    result_.aliases_.assign(n, false);
+    result_.selects_element_.assign(n, false);
     PARTPLAN_RETURN_IF_ERROR(FindSeed());
     for (NodeId v = 0; v < n; ++v) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(v));
@@ -242,11 +245,10 @@ class BatchDimAnalyzer {
                                             "' has no shape; its batch dim cannot be found"));
     }
     if (!FitsBatchDim(v)) {
-      return InvalidFieldError(
-          "input_batch_dim",
-          absl::StrCat("batch dim ", options_.input_batch_dim,
-                       " is out of range for activation input '", node.name(), "' of shape ",
-                       ShapeString(node.outputs(0).shape())));
+      return InvalidFieldError("input_batch_dim",
+                               absl::StrCat("batch dim ", options_.input_batch_dim,
+                                            " is out of range for activation input '", node.name(),
+                                            "' of shape ", ShapeString(node.outputs(0).shape())));
     }
     return absl::OkStatus();
   }
@@ -272,8 +274,8 @@ class BatchDimAnalyzer {
           return InvalidFieldError(
               absl::StrCat(NodeField(v), ".outputs[0].shape[", dim, "]"),
               absl::StrCat("activation input '", node.name(), "' has batch size ", size,
-                           ", but the first activation input '", proto(seed_).name(),
-                           "' has ", batch_size_));
+                           ", but the first activation input '", proto(seed_).name(), "' has ",
+                           batch_size_));
         }
         break;
       }
@@ -399,12 +401,13 @@ class BatchDimAnalyzer {
     bool producer_is_tuple = result_.num_elements(producer) > 1;
     if (!producer_is_tuple && listed == 0) {
       const absl::Span<const int64_t> element = result_.shape(producer, 0);
-      producer_is_tuple = node.outputs_size() == 0 ||
-                          std::equal(element.begin(), element.end(),
-                                     node.outputs(0).shape().begin(),
-                                     node.outputs(0).shape().end());
+      producer_is_tuple = node.outputs_size() == 0 || std::equal(element.begin(), element.end(),
+                                                                 node.outputs(0).shape().begin(),
+                                                                 node.outputs(0).shape().end());
     }
     if (listed >= 0 && producer_is_tuple) {
+      result_.aliases_[v] = true;
+      result_.selects_element_[v] = true;
       const ValueLayout value = result_.element_layout(producer, listed);
       if (node.outputs_size() > 0) {
         AddElement(value, node.outputs(0).shape(), GivenElementBytes(v, 0));
@@ -416,14 +419,14 @@ class BatchDimAnalyzer {
       return absl::OkStatus();
     }
     if (node.outputs_size() == 0) {  // a masked-off element: None
+      result_.selects_element_[v] = true;
       AddElement(ValueLayout{}, {}, 0);
       return absl::OkStatus();
     }
     // Indexing a plain value (a tensor, not a tuple): an op without a rule.
     const Operands operands = ClassifyOperands(v);
-    PARTPLAN_ASSIGN_OR_RETURN(const ValueLayout value,
-                              ElementLayout(v, no_rule_, args, operands, 0,
-                                            node.outputs(0).shape()));
+    PARTPLAN_ASSIGN_OR_RETURN(const ValueLayout value, ElementLayout(v, no_rule_, args, operands, 0,
+                                                                     node.outputs(0).shape()));
     AddElement(value, node.outputs(0).shape(), GivenElementBytes(v, 0));
     return absl::OkStatus();
   }
@@ -442,12 +445,13 @@ class BatchDimAnalyzer {
                       map.output_shape.end())) {
         return InvalidFieldError(
             absl::StrCat(NodeField(v), ".outputs[0].shape"),
-            absl::StrCat(args.Describe(), ": the output shape ", ShapeString(given),
-                         " is not the ", ShapeString(map.output_shape), " that a ",
-                         ShapeString(shape(input)), " input and the op's arguments give"));
+            absl::StrCat(args.Describe(), ": the output shape ", ShapeString(given), " is not the ",
+                         ShapeString(map.output_shape), " that a ", ShapeString(shape(input)),
+                         " input and the op's arguments give"));
       }
       element_bytes = GivenElementBytes(v, 0);
     }
+    result_.aliases_[v] = rule.view_op != ViewOp::kRepeat;
     const ValueLayout& in = layout(input);
     ValueLayout value;
     if (in.layout == Layout::kShard) {
@@ -464,9 +468,21 @@ class BatchDimAnalyzer {
       PARTPLAN_ASSIGN_OR_RETURN(value, Generic(v, operands, map.output_shape));
     } else {
       // Views move data without combining it: Partial, replicated and
-      // model-state values stay what they are.
-      value = in;
-      result_.keeps_partial_[v] = in.layout == Layout::kPartial;
+      // model-state values stay what they are, unless the view broadcasts a
+      // new dim of the batch size (e.g. the backward of a mean over the
+      // batch), which a per-device program makes per device.
+      absl::InlinedVector<int32_t, 4> new_batch_dims;
+      for (size_t d = 0; d < map.dims.size(); ++d) {
+        if (map.dims[d].input_dims.empty() && map.output_shape[d] == batch_size_) {
+          new_batch_dims.push_back(static_cast<int32_t>(d));
+        }
+      }
+      if (in.layout != Layout::kModelState && !new_batch_dims.empty()) {
+        value = NewBatchDim(v, in, new_batch_dims, map.output_shape);
+      } else {
+        value = in;
+        result_.keeps_partial_[v] = in.layout == Layout::kPartial;
+      }
     }
     AddElement(value, map.output_shape, element_bytes);
     return absl::OkStatus();
@@ -478,8 +494,8 @@ class BatchDimAnalyzer {
     if (source.input_dims.size() > 1) {
       std::string note = absl::StrCat(
           "merges the batch dim (input dim ", in.dim, ", size ", in.batch_size,
-          ") with input dims ", ShapeString(source.input_dims), " into dim ", dim, " of size ",
-          map.output_shape[dim], ": the batch size is now ", map.output_shape[dim]);
+          ") with input dims [", absl::StrJoin(source.input_dims, ", "), "] into dim ", dim,
+          " of size ", map.output_shape[dim], ": the batch size is now ", map.output_shape[dim]);
       if (source.input_dims.front() != in.dim) {
         absl::StrAppend(&note,
                         "; the batch dim is not the outermost of them, so each device's rows "
@@ -520,21 +536,20 @@ class BatchDimAnalyzer {
             fits = operand[j] == out || operand[j] == 1;
           }
           if (!fits) {
-            return ShapeMismatch(v, args,
-                                 absl::StrCat("operand '", proto(u).name(), "' of shape ",
-                                              ShapeString(operand),
-                                              " does not broadcast to the output shape ",
-                                              ShapeString(output)));
+            return ShapeMismatch(
+                v, args,
+                absl::StrCat("operand '", proto(u).name(), "' of shape ", ShapeString(operand),
+                             " does not broadcast to the output shape ", ShapeString(output)));
           }
         }
         return absl::OkStatus();
       case OpFamily::kFactoryLike: {
         const NodeId u = args.NodeAt(args.Get(0, "self"));
-        if (u >= 0 && is_tensor(u) && !std::equal(output.begin(), output.end(),
-                                                   shape(u).begin(), shape(u).end())) {
-          return ShapeMismatch(v, args, absl::StrCat("the output shape ", ShapeString(output),
-                                                     " is not its operand's ",
-                                                     ShapeString(shape(u))));
+        if (u >= 0 && is_tensor(u) &&
+            !std::equal(output.begin(), output.end(), shape(u).begin(), shape(u).end())) {
+          return ShapeMismatch(v, args,
+                               absl::StrCat("the output shape ", ShapeString(output),
+                                            " is not its operand's ", ShapeString(shape(u))));
         }
         return absl::OkStatus();
       }
@@ -555,8 +570,8 @@ class BatchDimAnalyzer {
     const absl::Span<const int64_t> a = shape(lhs);
     const absl::Span<const int64_t> b = shape(rhs);
     const size_t rank = rule.batched ? 3 : 2;
-    const std::string operands = absl::StrCat("'", proto(lhs).name(), "' ", ShapeString(a),
-                                              " by '", proto(rhs).name(), "' ", ShapeString(b));
+    const std::string operands = absl::StrCat("'", proto(lhs).name(), "' ", ShapeString(a), " by '",
+                                              proto(rhs).name(), "' ", ShapeString(b));
     if (a.size() != rank || b.size() != rank) {
       return ShapeMismatch(v, args, absl::StrCat(operands, ": both must have ", rank, " dims"));
     }
@@ -566,9 +581,9 @@ class BatchDimAnalyzer {
     Dims expected(a.begin(), a.end() - 1);
     expected.push_back(b[rank - 1]);
     if (!std::equal(output.begin(), output.end(), expected.begin(), expected.end())) {
-      return ShapeMismatch(v, args, absl::StrCat(operands, " gives ", ShapeString(expected),
-                                                 ", not the output shape ",
-                                                 ShapeString(output)));
+      return ShapeMismatch(v, args,
+                           absl::StrCat(operands, " gives ", ShapeString(expected),
+                                        ", not the output shape ", ShapeString(output)));
     }
     return absl::OkStatus();
   }
@@ -588,7 +603,7 @@ class BatchDimAnalyzer {
       value.layout = Layout::kReplicate;
       return value;
     }
-    if (!operands.has_batch()) return WithoutBatch(v, rule, args, operands, value);
+    if (!operands.has_batch()) return WithoutBatch(v, rule, args, operands, output, value);
     if (rule.family == OpFamily::kFactoryLike) {
       // The values are new, the layout is the operand's.
       const NodeId u = args.NodeAt(args.Get(0, "self"));
@@ -611,8 +626,7 @@ class BatchDimAnalyzer {
     absl::InlinedVector<int32_t, 4> mapped;
     bool gathered = false;
     for (NodeId u : operands.sharded) {
-      PARTPLAN_ASSIGN_OR_RETURN(const DimFate fate,
-                                FateOfBatchDim(rule, args, element, u, output));
+      PARTPLAN_ASSIGN_OR_RETURN(const DimFate fate, FateOfBatchDim(rule, args, element, u, output));
       switch (fate.kind) {
         case DimFate::kNoRule:
           return Generic(v, operands, output);
@@ -636,8 +650,9 @@ class BatchDimAnalyzer {
         }
       }
       if (concatenates_batch_) {
-        Note(v, "concatenates along the batch dim: each device concatenates its own rows, "
-                "which interleave in the result instead of forming a contiguous block");
+        Note(v,
+             "concatenates along the batch dim: each device concatenates its own rows, "
+             "which interleave in the result instead of forming a contiguous block");
       }
       NoteRuleSettled(v, output, mapped.front());
       return Sharded(value, mapped.front(), output);
@@ -645,12 +660,30 @@ class BatchDimAnalyzer {
     NoteRuleSettled(v, output, -1);
     if (gathered) {
       result_.gathers_batch_[v] = true;
-      Note(v, "needs the whole batch (the op does not decompose over it): its batch-sharded "
-              "operands are gathered and the result is replicated");
+      Note(v,
+           "needs the whole batch (the op does not decompose over it): its batch-sharded "
+           "operands are gathered and the result is replicated");
       value.layout = Layout::kReplicate;
       return value;
     }
     return Contraction(rule, args, operands, output);
+  }
+
+  // A value made with new dims of the batch size (`dims`, from the op's
+  // arguments): sharded on the first; ambiguous when there are several.
+  ValueLayout NewBatchDim(NodeId v, ValueLayout value, absl::Span<const int32_t> dims,
+                          absl::Span<const int64_t> output) {
+    if (dims.size() > 1) {
+      result_.ambiguous_[v] = true;
+      Note(v, absl::StrCat("ambiguous: the new dims [", absl::StrJoin(dims, ", "),
+                           "] all have the batch size ", batch_size_, "; took dim ", dims.front(),
+                           " (the first)"));
+    } else {
+      Note(v, absl::StrCat("makes a new dim ", dims.front(), " of the batch size ", batch_size_,
+                           ": taken as the batch, which each device makes for "
+                           "its own samples"));
+    }
+    return Sharded(value, dims.front(), output);
   }
 
   ValueLayout Sharded(ValueLayout value, int32_t dim, absl::Span<const int64_t> output) const {
@@ -683,9 +716,9 @@ class BatchDimAnalyzer {
       if (rule.reduce == ReduceKind::kMax) reduce = ReduceOp::kMax;
       if (rule.reduce == ReduceKind::kMin) reduce = ReduceOp::kMin;
     } else if (rule.family == OpFamily::kLoss) {
-      PARTPLAN_ASSIGN_OR_RETURN(const int64_t reduction,
-                                args.IntOr(args.Get(rule.reduction_arg, "reduction"), 1,
-                                           "reduction"));
+      PARTPLAN_ASSIGN_OR_RETURN(
+          const int64_t reduction,
+          args.IntOr(args.Get(rule.reduction_arg, "reduction"), 1, "reduction"));
       reduce = reduction == 2 ? ReduceOp::kSum : ReduceOp::kAvg;
     }
     const NodeId v = args.node();
@@ -704,9 +737,19 @@ class BatchDimAnalyzer {
     return value;
   }
 
-  // No operand is batch-sharded: replicated, or Partial through linear ops.
+  // No operand is batch-sharded: replicated, or Partial through linear ops;
+  // but a new tensor with a dim of the batch size (zeros(B, H)) is taken as
+  // batch-sharded, as a per-device program would make it.
   ValueLayout WithoutBatch(NodeId v, const OpRule& rule, const NodeArgs& args,
-                           const Operands& operands, ValueLayout value) {
+                           const Operands& operands, absl::Span<const int64_t> output,
+                           ValueLayout value) {
+    if (rule.family == OpFamily::kFactory || graph_.inputs(v).empty()) {
+      absl::InlinedVector<int32_t, 4> batch_dims;
+      for (size_t d = 0; d < output.size(); ++d) {
+        if (output[d] == batch_size_) batch_dims.push_back(static_cast<int32_t>(d));
+      }
+      if (!batch_dims.empty()) return NewBatchDim(v, value, batch_dims, output);
+    }
     value.layout = Layout::kReplicate;
     if (!operands.any_partial || rule.family == OpFamily::kFactoryLike) return value;
     absl::optional<ReduceOp> reduce = LinearPartialReduce(v, rule, args);
@@ -774,9 +817,9 @@ class BatchDimAnalyzer {
       case OpFamily::kContract:
         return Contracted();
       case OpFamily::kLoss: {
-        PARTPLAN_ASSIGN_OR_RETURN(const int64_t reduction,
-                                  args.IntOr(args.Get(rule.reduction_arg, "reduction"), 1,
-                                             "reduction"));
+        PARTPLAN_ASSIGN_OR_RETURN(
+            const int64_t reduction,
+            args.IntOr(args.Get(rule.reduction_arg, "reduction"), 1, "reduction"));
         return reduction == 0 ? SamePosition(in, b, output) : Contracted();
       }
       case OpFamily::kMatmul: {
@@ -830,12 +873,11 @@ class BatchDimAnalyzer {
         }
       }
     }
-    PARTPLAN_ASSIGN_OR_RETURN(
-        const bool keepdim, args.BoolOr(args.Get(rule.keepdim_arg, "keepdim"), false, "keepdim"));
+    PARTPLAN_ASSIGN_OR_RETURN(const bool keepdim,
+                              args.BoolOr(args.Get(rule.keepdim_arg, "keepdim"), false, "keepdim"));
     if (reduced[b]) return rule.reduce == ReduceKind::kOther ? Gathered() : Contracted();
     if (keepdim) return Mapped(b);
-    return Mapped(static_cast<int32_t>(
-        b - std::count(reduced.begin(), reduced.begin() + b, true)));
+    return Mapped(static_cast<int32_t>(b - std::count(reduced.begin(), reduced.begin() + b, true)));
   }
 
   // split / unbind / select / slice / index_select along `dim`.
@@ -864,8 +906,7 @@ class BatchDimAnalyzer {
   }
 
   // The op's `dim` argument (default 0), normalised for a tensor of `rank` dims.
-  absl::StatusOr<int32_t> DimArgument(const OpRule& rule, const NodeArgs& args,
-                                      size_t rank) const {
+  absl::StatusOr<int32_t> DimArgument(const OpRule& rule, const NodeArgs& args, size_t rank) const {
     const NodeArgs::Arg dim_arg = args.Get(rule.dim_arg, "dim");
     PARTPLAN_ASSIGN_OR_RETURN(const int64_t raw, args.IntOr(dim_arg, 0, "dim"));
     absl::StatusOr<int32_t> dim = NormalizeDim(raw, static_cast<int64_t>(rank));
@@ -885,7 +926,8 @@ class BatchDimAnalyzer {
     }
     if (same.empty()) return;
     Note(v, absl::StrCat("output dims ", ShapeString(Dims(same.begin(), same.end())),
-                         " have the batch size ", batch, " but are not the batch dim: the op's "
+                         " have the batch size ", batch,
+                         " but are not the batch dim: the op's "
                          "dimension rule ",
                          dim >= 0 ? absl::StrCat("puts the batch on dim ", dim)
                                   : std::string("contracts the batch dim")));
@@ -920,8 +962,9 @@ class BatchDimAnalyzer {
     if (candidates.empty()) {
       if (output.empty()) {
         ValueLayout scalar = LocalScalar(operands, ReduceOp::kSum);
-        Note(v, "full reduction over the batch: each device keeps its own value (upstream's "
-                "rule)");
+        Note(v,
+             "full reduction over the batch: each device keeps its own value (upstream's "
+             "rule)");
         return scalar;
       }
       value.layout = Layout::kPartial;
@@ -953,7 +996,8 @@ class BatchDimAnalyzer {
       const DimFate fate = Broadcast(shape(u), layout(u).dim, output);
       if (fate.kind == DimFate::kMapped) {
         aligned = fate.dim;
-        because = absl::StrCat("operand '", proto(u).name(), "''s batch dim lands there when "
+        because = absl::StrCat("operand '", proto(u).name(),
+                               "''s batch dim lands there when "
                                "broadcast");
         break;
       }
@@ -978,15 +1022,15 @@ class BatchDimAnalyzer {
       }
     } else if (candidates.size() > 1 || !lookalike.empty()) {
       result_.ambiguous_[v] = true;
-      Note(v, absl::StrCat("ambiguous: ", candidates.size() > 1 ? candidates_text
-                                                               : absl::StrCat("output dim ",
-                                                                              dim,
-                                                                              " has the batch "
-                                                                              "size ",
-                                                                              sizes.front()),
+      Note(v, absl::StrCat("ambiguous: ",
+                           candidates.size() > 1 ? candidates_text
+                                                 : absl::StrCat("output dim ", dim,
+                                                                " has the batch "
+                                                                "size ",
+                                                                sizes.front()),
                            lookalike.empty() ? "" : absl::StrCat(", and ", lookalike),
-                           "; no dimension rule or operand tells which is the batch, so dim ",
-                           dim, " (the first) was taken"));
+                           "; no dimension rule or operand tells which is the batch, so dim ", dim,
+                           " (the first) was taken"));
     }
     return Sharded(value, dim, output);
   }

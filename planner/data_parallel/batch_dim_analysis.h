@@ -34,7 +34,12 @@
 //   the batch size (in an operand or the output) leaves it open, the node is
 //   flagged ambiguous with a note, and upstream's first match is kept.
 // - No batch-sharded operand: Replicate; Partial operands stay Partial
-//   through linear ops and are reduced before any other.
+//   through linear ops and are reduced before any other. But a new tensor
+//   (a factory such as zeros, or a view that broadcasts) with a dim of the
+//   batch size is sharded on it, as a per-device program makes it (the
+//   size match of upstream, which the backward of a mean over the batch
+//   needs); with several such dims it is ambiguous. A node with no inputs
+//   and no such dim is replicated.
 // An op node must give its output shapes (graph.proto `outputs`) unless it
 // is view-like or a getitem, whose shapes are derived (and checked when
 // given). Shapes that do not fit the op (a view of another element count,
@@ -76,8 +81,8 @@ const char* ReduceOpName(ReduceOp op);
 
 struct ValueLayout {
   Layout layout = Layout::kNotTensor;
-  int32_t dim = -1;          // kShard, kLocalScalar
-  int64_t batch_size = 0;    // kShard, kLocalScalar: the size of that batch dim
+  int32_t dim = -1;                  // kShard, kLocalScalar
+  int64_t batch_size = 0;            // kShard, kLocalScalar: the size of that batch dim
   ReduceOp reduce = ReduceOp::kSum;  // kPartial, kLocalScalar
   // Derived from a per-device mean over the batch (a mean loss and its
   // backward): each device's value is scaled by 1/(its share of the batch),
@@ -138,6 +143,12 @@ class BatchDimAnalysis {
   // The op is elementwise (pointwise or *_like): model state computed by it
   // can keep its operands' sharding.
   bool elementwise(NodeId v) const { return elementwise_[v]; }
+  // The node allocates nothing: a view of operand 0's storage (view-like ops
+  // but repeat) or an element of a tuple (getitem).
+  bool aliases_operand(NodeId v) const { return aliases_[v]; }
+  // The node is a getitem picking an element of a tuple, which it takes as
+  // it lies.
+  bool selects_element(NodeId v) const { return selects_element_[v]; }
 
   // The batch size of the activation inputs.
   int64_t batch_size() const { return batch_size_; }
@@ -153,12 +164,14 @@ class BatchDimAnalysis {
 
   std::vector<int64_t> element_offsets_;  // num_nodes + 1 entries
   std::vector<ValueLayout> elements_;
-  std::vector<TensorInfo> tensors_;       // parallel to elements_
+  std::vector<TensorInfo> tensors_;  // parallel to elements_
   std::vector<int64_t> shape_pool_;
   std::vector<bool> ambiguous_;
   std::vector<bool> keeps_partial_;
   std::vector<bool> gathers_batch_;
   std::vector<bool> elementwise_;
+  std::vector<bool> aliases_;
+  std::vector<bool> selects_element_;
   absl::flat_hash_map<NodeId, std::string> notes_;
   std::string no_note_;
   int64_t batch_size_ = 0;

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <string>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "planner/status_util.h"
 
 namespace partplan {
@@ -22,8 +22,8 @@ absl::StatusOr<int64_t> ElementCount(absl::Span<const int64_t> shape) {
   int64_t count = 1;
   for (int64_t size : shape) {
     if (__builtin_mul_overflow(count, size, &count)) {
-      return Invalid(absl::StrCat("the element count of ", ShapeString(shape),
-                                  " overflows 64 bits"));
+      return Invalid(
+          absl::StrCat("the element count of ", ShapeString(shape), " overflows 64 bits"));
     }
   }
   return count;
@@ -90,8 +90,8 @@ absl::StatusOr<Dims> ResolveViewSize(absl::Span<const int64_t> input_shape,
     } else if (size[i] < 0) {
       return Invalid(absl::StrCat("invalid size ", size[i], " at position ", i));
     } else if (__builtin_mul_overflow(known, size[i], &known)) {
-      return Invalid(absl::StrCat("the element count of ", ShapeString(size),
-                                  " overflows 64 bits"));
+      return Invalid(
+          absl::StrCat("the element count of ", ShapeString(size), " overflows 64 bits"));
     }
   }
   const std::string mismatch =
@@ -124,20 +124,13 @@ absl::optional<ViewOp> ViewOpOf(absl::string_view target) {
     const char* target;
     ViewOp op;
   } kViewOps[] = {
-      {"aten.squeeze.default", ViewOp::kSqueeze},
-      {"aten.squeeze.dim", ViewOp::kSqueezeDim},
-      {"aten.squeeze.dims", ViewOp::kSqueezeDims},
-      {"aten.unsqueeze.default", ViewOp::kUnsqueeze},
-      {"aten.view.default", ViewOp::kView},
-      {"aten._unsafe_view.default", ViewOp::kView},
-      {"aten.reshape.default", ViewOp::kView},
-      {"aten._reshape_alias.default", ViewOp::kView},
-      {"aten.flatten.using_ints", ViewOp::kFlatten},
-      {"aten.expand.default", ViewOp::kExpand},
-      {"aten.permute.default", ViewOp::kPermute},
-      {"aten.repeat.default", ViewOp::kRepeat},
-      {"aten.transpose.int", ViewOp::kTranspose},
-      {"aten.t.default", ViewOp::kT},
+      {"aten.squeeze.default", ViewOp::kSqueeze},    {"aten.squeeze.dim", ViewOp::kSqueezeDim},
+      {"aten.squeeze.dims", ViewOp::kSqueezeDims},   {"aten.unsqueeze.default", ViewOp::kUnsqueeze},
+      {"aten.view.default", ViewOp::kView},          {"aten._unsafe_view.default", ViewOp::kView},
+      {"aten.reshape.default", ViewOp::kView},       {"aten._reshape_alias.default", ViewOp::kView},
+      {"aten.flatten.using_ints", ViewOp::kFlatten}, {"aten.expand.default", ViewOp::kExpand},
+      {"aten.permute.default", ViewOp::kPermute},    {"aten.repeat.default", ViewOp::kRepeat},
+      {"aten.transpose.int", ViewOp::kTranspose},    {"aten.t.default", ViewOp::kT},
   };
   for (const auto& entry : kViewOps) {
     if (target == entry.target) return entry.op;
@@ -264,8 +257,7 @@ absl::StatusOr<DimMap> FlattenDimMap(absl::Span<const int64_t> input_shape, int6
       map.output_shape.push_back(1);
     }
     if (input_shape[i] != 1) map.dims.back().input_dims.push_back(i);
-    if (__builtin_mul_overflow(map.output_shape.back(), input_shape[i],
-                               &map.output_shape.back())) {
+    if (__builtin_mul_overflow(map.output_shape.back(), input_shape[i], &map.output_shape.back())) {
       return Invalid("the flattened size overflows 64 bits");
     }
   }
@@ -362,8 +354,8 @@ absl::StatusOr<DimMap> TransposeDimMap(absl::Span<const int64_t> input_shape, in
 
 absl::StatusOr<DimMap> TDimMap(absl::Span<const int64_t> input_shape) {
   if (input_shape.size() > 2) {
-    return Invalid(absl::StrCat("t() expects a tensor of at most 2 dims, got ",
-                                ShapeString(input_shape)));
+    return Invalid(
+        absl::StrCat("t() expects a tensor of at most 2 dims, got ", ShapeString(input_shape)));
   }
   absl::InlinedVector<int32_t, 6> order = IdentityOrder(input_shape.size());
   std::reverse(order.begin(), order.end());

@@ -68,7 +68,7 @@ NodeId NodeArgs::NodeAt(const Arg& arg) const {
 }
 
 absl::StatusOr<absl::InlinedVector<NodeId, 4>> NodeArgs::Nodes(const Arg& arg,
-                                                                absl::string_view what) const {
+                                                               absl::string_view what) const {
   absl::InlinedVector<NodeId, 4> nodes;
   if (!arg.present()) return Error(arg, absl::StrCat("missing argument ", what));
   if (!IsContainer(arg.head())) {
@@ -105,8 +105,7 @@ absl::StatusOr<int64_t> NodeArgs::IntOr(const Arg& arg, int64_t fallback,
   return Int(arg, what);
 }
 
-absl::StatusOr<bool> NodeArgs::BoolOr(const Arg& arg, bool fallback,
-                                      absl::string_view what) const {
+absl::StatusOr<bool> NodeArgs::BoolOr(const Arg& arg, bool fallback, absl::string_view what) const {
   if (IsNone(arg)) return fallback;
   if (arg.head().kind_case() != v1::Value::kBool) {
     return Error(arg, absl::StrCat(what, " must be a bool"));

@@ -35,9 +35,9 @@ class NodeArgs {
   // One complete argument value, or none when the argument is absent.
   struct Arg {
     const google::protobuf::RepeatedPtrField<v1::Value>* values = nullptr;
-    int start = 0;       // index of the value's first element in `values`
-    int keyword = -1;    // kwargs index, or -1 for a positional argument
-    int position = -1;   // positional index (for error fields)
+    int start = 0;      // index of the value's first element in `values`
+    int keyword = -1;   // kwargs index, or -1 for a positional argument
+    int position = -1;  // positional index (for error fields)
 
     bool present() const { return values != nullptr; }
     const v1::Value& head() const { return values->Get(start); }
@@ -67,7 +67,7 @@ class NodeArgs {
   // The nodes of a list or tuple argument of tensors (None elements skipped),
   // or of a single tensor argument.
   absl::StatusOr<absl::InlinedVector<NodeId, 4>> Nodes(const Arg& arg,
-                                                        absl::string_view what) const;
+                                                       absl::string_view what) const;
 
   absl::StatusOr<int64_t> Int(const Arg& arg, absl::string_view what) const;
   absl::StatusOr<int64_t> IntOr(const Arg& arg, int64_t fallback, absl::string_view what) const;

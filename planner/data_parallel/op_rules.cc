@@ -2,8 +2,8 @@
 
 #include <initializer_list>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace partplan {
 namespace {
@@ -49,8 +49,8 @@ OpRule Loss(int8_t reduction_arg) {
 }
 
 OpRule AlongDim(OpFamily family, int8_t dim_arg, bool drops_dim, bool slices = false) {
-  OpRule rule = Family(family, family == OpFamily::kCat ? Linearity::kEveryOperand
-                                                        : Linearity::kNone);
+  OpRule rule =
+      Family(family, family == OpFamily::kCat ? Linearity::kEveryOperand : Linearity::kNone);
   rule.dim_arg = dim_arg;
   rule.drops_dim = drops_dim;
   rule.slices = slices;
@@ -67,10 +67,10 @@ OpRuleTable::OpRuleTable() {
     rules_[getitem] = Family(OpFamily::kGetItem);
   }
   // The view-like ops (all linear).
-  for (const char* view : {"squeeze.default", "squeeze.dim", "squeeze.dims", "unsqueeze.default",
-                           "view.default", "_unsafe_view.default", "reshape.default",
-                           "_reshape_alias.default", "flatten.using_ints", "expand.default",
-                           "permute.default", "repeat.default", "transpose.int", "t.default"}) {
+  for (const char* view :
+       {"squeeze.default", "squeeze.dim", "squeeze.dims", "unsqueeze.default", "view.default",
+        "_unsafe_view.default", "reshape.default", "_reshape_alias.default", "flatten.using_ints",
+        "expand.default", "permute.default", "repeat.default", "transpose.int", "t.default"}) {
     const std::string target = absl::StrCat("aten.", view);
     OpRule rule = Family(OpFamily::kView, Linearity::kEveryOperand);
     rule.view_op = *ViewOpOf(target);
@@ -84,41 +84,102 @@ OpRuleTable::OpRuleTable() {
   add({"mul.Tensor", "mul.Scalar", "div.Scalar"},
       Family(OpFamily::kPointwise, Linearity::kOneOperand));
   add({"div.Tensor"}, Family(OpFamily::kPointwise, Linearity::kFirstOperand));
-  add({"add.Scalar", "sub.Scalar", "rsub.Scalar", "div.Tensor_mode", "abs.default",
-       "exp.default", "log.default", "log1p.default", "log2.default", "sqrt.default",
-       "rsqrt.default", "reciprocal.default", "square.default", "pow.Tensor_Scalar",
-       "pow.Tensor_Tensor", "pow.Scalar", "relu.default", "gelu.default",
-       "gelu_backward.default", "silu.default", "silu_backward.default", "sigmoid.default",
-       "sigmoid_backward.default", "tanh.default", "tanh_backward.default", "threshold.default",
-       "threshold_backward.default", "hardtanh.default", "hardtanh_backward.default",
-       "leaky_relu.default", "leaky_relu_backward.default", "elu.default",
-       "elu_backward.default", "softplus.default", "softplus_backward.default",
-       "clamp.default", "clamp_min.default", "clamp_max.default", "where.self",
-       "masked_fill.Scalar", "masked_fill.Tensor", "eq.Tensor", "eq.Scalar", "ne.Tensor",
-       "ne.Scalar", "lt.Tensor", "lt.Scalar", "le.Tensor", "le.Scalar", "gt.Tensor",
-       "gt.Scalar", "ge.Tensor", "ge.Scalar", "logical_not.default", "logical_and.default",
-       "logical_or.default", "bitwise_not.default", "sign.default", "sin.default",
-       "cos.default", "erf.default", "maximum.default", "minimum.default", "addcmul.default",
-       "addcdiv.default", "lerp.Scalar", "lerp.Tensor", "round.default", "floor.default",
-       "ceil.default", "trunc.default", "_softmax.default", "_log_softmax.default",
-       "_softmax_backward_data.default", "_log_softmax_backward_data.default",
-       "native_dropout_backward.default", "fill.Scalar", "copy.default"},
+  add({"add.Scalar",
+       "sub.Scalar",
+       "rsub.Scalar",
+       "div.Tensor_mode",
+       "abs.default",
+       "exp.default",
+       "log.default",
+       "log1p.default",
+       "log2.default",
+       "sqrt.default",
+       "rsqrt.default",
+       "reciprocal.default",
+       "square.default",
+       "pow.Tensor_Scalar",
+       "pow.Tensor_Tensor",
+       "pow.Scalar",
+       "relu.default",
+       "gelu.default",
+       "gelu_backward.default",
+       "silu.default",
+       "silu_backward.default",
+       "sigmoid.default",
+       "sigmoid_backward.default",
+       "tanh.default",
+       "tanh_backward.default",
+       "threshold.default",
+       "threshold_backward.default",
+       "hardtanh.default",
+       "hardtanh_backward.default",
+       "leaky_relu.default",
+       "leaky_relu_backward.default",
+       "elu.default",
+       "elu_backward.default",
+       "softplus.default",
+       "softplus_backward.default",
+       "clamp.default",
+       "clamp_min.default",
+       "clamp_max.default",
+       "where.self",
+       "masked_fill.Scalar",
+       "masked_fill.Tensor",
+       "eq.Tensor",
+       "eq.Scalar",
+       "ne.Tensor",
+       "ne.Scalar",
+       "lt.Tensor",
+       "lt.Scalar",
+       "le.Tensor",
+       "le.Scalar",
+       "gt.Tensor",
+       "gt.Scalar",
+       "ge.Tensor",
+       "ge.Scalar",
+       "logical_not.default",
+       "logical_and.default",
+       "logical_or.default",
+       "bitwise_not.default",
+       "sign.default",
+       "sin.default",
+       "cos.default",
+       "erf.default",
+       "maximum.default",
+       "minimum.default",
+       "addcmul.default",
+       "addcdiv.default",
+       "lerp.Scalar",
+       "lerp.Tensor",
+       "round.default",
+       "floor.default",
+       "ceil.default",
+       "trunc.default",
+       "_softmax.default",
+       "_log_softmax.default",
+       "_softmax_backward_data.default",
+       "_log_softmax_backward_data.default",
+       "native_dropout_backward.default",
+       "fill.Scalar",
+       "copy.default"},
       Family(OpFamily::kPointwise));
   add({"ones_like.default", "zeros_like.default", "empty_like.default", "full_like.default",
        "rand_like.default", "randn_like.default", "zero.default"},
       Family(OpFamily::kFactoryLike));
+  add({"zeros.default", "ones.default", "empty.memory_format", "full.default", "rand.default",
+       "randn.default", "new_zeros.default", "new_ones.default", "new_empty.default",
+       "new_full.default", "scalar_tensor.default"},
+      Family(OpFamily::kFactory));
   // Normalisations, dropout and the backward ops whose first output is
   // shaped like an operand; output_mask drops elements from `outputs`.
-  add({"native_dropout.default", "native_layer_norm.default"},
-      Identity(RestElements::kPerSample));
+  add({"native_dropout.default", "native_layer_norm.default"}, Identity(RestElements::kPerSample));
   add({"native_batch_norm.default"}, Identity(RestElements::kContract));
   add({"native_layer_norm_backward.default"}, Identity(RestElements::kContract, 7));
   add({"native_batch_norm_backward.default"}, Identity(RestElements::kContract, 9));
   add({"convolution_backward.default"}, Identity(RestElements::kContract, 10));
   add({"nll_loss_backward.default", "nll_loss2d_backward.default", "mse_loss_backward.default",
-       "l1_loss_backward.default", "smooth_l1_loss_backward.default",
-       "huber_loss_backward.default", "binary_cross_entropy_backward.default",
-       "soft_margin_loss_backward.default"},
+       "l1_loss_backward.default", "smooth_l1_loss_backward.default", "huber_loss_backward.default",
+       "binary_cross_entropy_backward.default", "soft_margin_loss_backward.default"},
       Identity(RestElements::kLikeFirst));
   // Reductions: (kind, dims argument, keepdim argument).
   add({"sum.default"}, Reduction(ReduceKind::kSum, -1, -1));

@@ -32,6 +32,7 @@ enum class OpFamily : uint8_t {
   kView,         // a view-like op with a dimension map (`view_op`)
   kPointwise,    // tensor operands broadcast (right-aligned) to the output
   kFactoryLike,  // ones_like & co: operand 0's shape, values independent of it
+  kFactory,      // zeros, new_zeros & co: a new tensor of the shape its arguments give
   kIdentity,     // element 0 keeps its operands' leading dims (left-aligned):
                  // normalisations, dropout, loss backward ops
   kReduction,    // reduces `dim_arg` dims of operand 0 (all when absent or empty)
@@ -60,16 +61,16 @@ enum class Linearity : uint8_t {
 
 // What the elements of a tuple output after the first are.
 enum class RestElements : uint8_t {
-  kLikeFirst,    // computed like element 0
-  kPerSample,    // keep their operands' leading dims (layer norm's mean/rstd, dropout's mask)
-  kContract,     // the batch contracted: weight gradients, batch statistics
-  kLocalSum,     // a full sum over the batch (nll_loss's total_weight)
+  kLikeFirst,  // computed like element 0
+  kPerSample,  // keep their operands' leading dims (layer norm's mean/rstd, dropout's mask)
+  kContract,   // the batch contracted: weight gradients, batch statistics
+  kLocalSum,   // a full sum over the batch (nll_loss's total_weight)
 };
 
 struct OpRule {
   OpFamily family = OpFamily::kUnknown;
-  ViewOp view_op = ViewOp::kView;                 // kView
-  ReduceKind reduce = ReduceKind::kSum;           // kReduction
+  ViewOp view_op = ViewOp::kView;        // kView
+  ReduceKind reduce = ReduceKind::kSum;  // kReduction
   Linearity linearity = Linearity::kNone;
   RestElements rest = RestElements::kLikeFirst;
   int8_t dim_arg = -1;        // kReduction, kCat, kSplit, kIndexDim: the dim(s) argument
@@ -78,11 +79,11 @@ struct OpRule {
   int8_t lhs_arg = -1;        // kMatmul: the two matrices and the added term
   int8_t rhs_arg = -1;
   int8_t bias_arg = -1;
-  int8_t operand_arg = 0;     // kEmbedding: the indices; kIndexDim, kSplit, kReduction: self
+  int8_t operand_arg = 0;       // kEmbedding: the indices; kIndexDim, kSplit, kReduction: self
   int8_t output_mask_arg = -1;  // elements left out of `outputs` when masked off
-  bool batched = false;       // kMatmul: bmm / baddbmm
-  bool drops_dim = false;     // kIndexDim (select), kSplit (unbind)
-  bool slices = false;        // kIndexDim: slice.Tensor (start, end, step follow dim)
+  bool batched = false;         // kMatmul: bmm / baddbmm
+  bool drops_dim = false;       // kIndexDim (select), kSplit (unbind)
+  bool slices = false;          // kIndexDim: slice.Tensor (start, end, step follow dim)
 };
 
 class OpRuleTable {

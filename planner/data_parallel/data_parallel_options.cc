@@ -1,0 +1,103 @@
+#include "planner/data_parallel/data_parallel_options.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "planner/devices.h"
+#include "planner/limits.h"
+#include "planner/status_util.h"
+
+namespace partplan {
+namespace {
+
+// The size of the data-parallel axis: the named mesh axis, the only one,
+// or every device when the inventory has no mesh.
+absl::StatusOr<int32_t> DataParallelGroupSize(const v1::DeviceInventory& devices,
+                                              const std::string& axis) {
+  const auto& shape = devices.mesh_shape();
+  const auto& names = devices.mesh_axis_names();
+  const std::string known = names.empty()
+                                ? std::string("the inventory names no mesh axes")
+                                : absl::StrCat("the mesh axes are ", absl::StrJoin(names, ", "));
+  if (axis.empty()) {
+    if (shape.empty()) return devices.devices_size();
+    if (shape.size() == 1) return shape[0];
+    return InvalidFieldError(
+        "data_parallel_axis",
+        absl::StrCat("a ", shape.size(), "-D mesh needs the data-parallel axis named (", known,
+                     ")"));
+  }
+  for (int i = 0; i < names.size(); ++i) {
+    if (names[i] == axis) return shape[i];
+  }
+  return InvalidFieldError("data_parallel_axis",
+                           absl::StrCat("no mesh axis is called '", axis, "' (", known, ")"));
+}
+
+}  // namespace
+
+DataParallelOptions DataParallelOptions::FromRequest(const v1::PlanDataParallelRequest& request) {
+  DataParallelOptions options;
+  options.roles = request.roles();
+  options.input_batch_dim = request.input_batch_dim();
+  options.devices = request.devices();
+  options.data_parallel_axis = request.data_parallel_axis();
+  options.style = request.style();
+  return options;
+}
+
+absl::Status DataParallelOptions::CheckAndSetup(const CompactGraph& graph) {
+  batch.roles.assign(graph.num_nodes(), v1::ROLE_UNSPECIFIED);
+  std::vector<int> named_by(graph.num_nodes(), -1);
+  for (int i = 0; i < roles.size(); ++i) {
+    const v1::PlaceholderRoleEntry& entry = roles[i];
+    const std::string at = absl::StrCat("roles[", i, "]");
+    const NodeId v = graph.Find(entry.node());
+    if (v < 0) {
+      return InvalidFieldError(absl::StrCat(at, ".node"),
+                               absl::StrCat("no node is called '", entry.node(), "'"));
+    }
+    if (graph.op(v) != v1::PLACEHOLDER) {
+      return InvalidFieldError(
+          absl::StrCat(at, ".node"),
+          absl::StrCat("node '", entry.node(), "' is a ", v1::Op_Name(graph.op(v)),
+                       "; roles are given to placeholders"));
+    }
+    if (named_by[v] >= 0) {
+      return InvalidFieldError(absl::StrCat(at, ".node"),
+                               absl::StrCat("placeholder '", entry.node(),
+                                            "' already has a role (roles[", named_by[v], "])"));
+    }
+    if (!v1::PlaceholderRole_IsValid(entry.role())) {
+      return InvalidFieldError(absl::StrCat(at, ".role"),
+                               absl::StrCat("unknown role ", entry.role()));
+    }
+    named_by[v] = i;
+    batch.roles[v] = entry.role();
+  }
+  batch.input_batch_dim = input_batch_dim;
+  PARTPLAN_RETURN_IF_ERROR(batch.CheckAndSetup(graph));
+
+  if (!v1::DataParallelStyle_IsValid(style)) {
+    return InvalidFieldError("style", absl::StrCat("unknown style ", style));
+  }
+  resolved_style = style == v1::STYLE_UNSPECIFIED ? v1::MEMORY_AWARE : style;
+
+  PARTPLAN_ASSIGN_OR_RETURN(const DeviceList list, ImportDevices(devices, InputLimits()));
+  if (list.empty()) {
+    return InvalidFieldError("devices.devices", "a data-parallel plan needs at least one device");
+  }
+  PARTPLAN_ASSIGN_OR_RETURN(group_size, DataParallelGroupSize(devices, data_parallel_axis));
+  device_memory_bytes = list[0].available_memory_bytes;
+  smallest_device = list[0].name;
+  for (const DeviceSpec& device : list.devices()) {
+    if (device.available_memory_bytes < device_memory_bytes) {
+      device_memory_bytes = device.available_memory_bytes;
+      smallest_device = device.name;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace partplan
