@@ -58,6 +58,16 @@ def k8s_copy():
     return _K8S_COPY[0]
 
 
+def memory_bytes(quantity):
+    text = str(quantity)
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+             "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+    for suffix, factor in units.items():
+        if text.endswith(suffix):
+            return float(text[:-len(suffix)]) * factor
+    return float(text)
+
+
 def cpu_cores(quantity):
     text = str(quantity)
     return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
@@ -295,6 +305,18 @@ class OverlayChecks:
                              "PARTPLAN_PLANNER_THREADS within the CPU limit (the server "
                              "would otherwise count the node's cores)")
         self.assertIn("PARTPLAN_PLANNER_THREADS", self.config())
+
+    def test_admitted_requests_fit_in_memory(self):
+        # Every call on a planner thread or in the queue may hold a request of
+        # up to --max_receive_message_bytes; parsed, it takes more. Keep the
+        # wire bytes within half the memory limit, or a burst of big graphs
+        # gets the pod OOM-killed instead of RESOURCE_EXHAUSTED.
+        admitted = self.flag_int("planner_threads") + self.flag_int("queue_depth")
+        request_bytes = admitted * self.flag_int("max_receive_message_bytes")
+        limit = memory_bytes(self.container()["resources"]["limits"]["memory"])
+        self.assertLessEqual(request_bytes, limit / 2,
+                             "(threads + queue) x max request = %.0f MiB, memory limit %.0f MiB"
+                             % (request_bytes / 2**20, limit / 2**20))
 
     def test_autoscaler_scales_the_deployment_on_cpu(self):
         hpa = self.rendered.one("HorizontalPodAutoscaler")
