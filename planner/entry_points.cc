@@ -1,10 +1,16 @@
 #include "planner/entry_points.h"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "planner/device_mapping.h"
 #include "planner/devices.h"
 #include "planner/graph_import.h"
+#include "planner/partition.h"
 #include "planner/partitioner.h"
 #include "planner/pipeline/pipeline_graph.h"
 #include "planner/pipeline/shard_graph.h"
@@ -22,6 +28,60 @@ absl::Status RunPartitioner(const v1::Graph& graph_proto, const v1::DeviceInvent
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_proto, limits, token));
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(inventory, limits));
   PARTPLAN_RETURN_IF_ERROR(PartitionGraphPlan(graph, devices, config, token, plan));
+  plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  return absl::OkStatus();
+}
+
+// The shards of a ShardGraph response as partitions: their call_* and
+// get_attr nodes with the placeholders they read, their memory, and their
+// device when the planner chose one.
+PartitionSet ShardsToPartitions(const CompactGraph& graph, const v1::ShardGraphResponse& shards,
+                                bool shards_have_devices) {
+  PartitionSet set;
+  set.partition_of.assign(graph.num_nodes(), -1);
+  for (const v1::Shard& shard : shards.shards()) {
+    Partition& partition = set.partitions.emplace_back();
+    for (const std::string& name : shard.nodes()) {
+      const NodeId v = graph.Find(name);
+      partition.nodes.push_back(v);
+      if (!graph.is_op_node(v)) continue;
+      set.partition_of[v] = shard.id();
+      for (NodeId u : graph.inputs(v)) {
+        if (graph.op(u) == v1::PLACEHOLDER) partition.nodes.push_back(u);
+      }
+    }
+    std::sort(partition.nodes.begin(), partition.nodes.end());
+    partition.nodes.erase(std::unique(partition.nodes.begin(), partition.nodes.end()),
+                          partition.nodes.end());
+    partition.memory_bytes = shard.memory_bytes();
+    if (shards_have_devices) partition.logical_device_ids = {shard.logical_device_id()};
+  }
+  LinkPartitions(graph, &set);
+  return set;
+}
+
+// Plan with a shard planner: its shards, placed (best fit when the planner
+// chose no devices), become the plan's partitions.
+absl::Status RunShardPlanner(const v1::PlanRequest& request, const InputLimits& limits,
+                             const CancellationToken& token, v1::PartitionPlan* plan) {
+  const absl::Time start = absl::Now();
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
+                            ImportGraph(request.graph(), limits, token));
+  PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(request.devices(), limits));
+  v1::ShardGraphRequest shard_request;
+  *shard_request.mutable_config() = request.shard();
+  *shard_request.mutable_devices() = request.devices();
+  v1::ShardGraphResponse shards;
+  PARTPLAN_RETURN_IF_ERROR(
+      WithFieldPrefix(ShardGraphPlan(graph, shard_request, token, &shards), "config", "shard"));
+  PartitionSet set = ShardsToPartitions(graph, shards,
+                                        request.shard().mode() == v1::ShardConfig::BALANCED);
+  std::vector<DeviceLoad> loads(devices.size());
+  if (!devices.empty()) {
+    PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));
+  }
+  PARTPLAN_RETURN_IF_ERROR(
+      DescribePlan(graph, devices, set, loads, shards.summary().planner(), "shard", token, plan));
   plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   return absl::OkStatus();
 }
@@ -68,7 +128,9 @@ absl::Status PlanDataParallel(const v1::PlanDataParallelRequest&, const InputLim
 
 absl::Status Plan(const v1::PlanRequest& request, const InputLimits& limits,
                   const CancellationToken& token, v1::PlanResponse* response) {
-  if (request.planner_case() == v1::PlanRequest::kShard) return NotYet("Plan with a shard planner");
+  if (request.planner_case() == v1::PlanRequest::kShard) {
+    return RunShardPlanner(request, limits, token, response->mutable_plan());
+  }
   return RunPartitioner(request.graph(), request.devices(), request.partitioner(), limits, token,
                         response->mutable_plan());
 }

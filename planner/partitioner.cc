@@ -211,11 +211,18 @@ absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& dev
     }
   }
   if (config.saturate_host()) SaturateHost(devices, &set, &loads);
-  PARTPLAN_ASSIGN_OR_RETURN(
-      ModuleSplit split,
-      SplitModule(graph, set.partition_of, /*keep_original_order=*/false,
-                  mode == v1::PartitionerConfig::AOT_BASED ? "config.node_partitions" : "config",
-                  token));
+  return DescribePlan(graph, devices, set, loads, planner,
+                      mode == v1::PartitionerConfig::AOT_BASED ? "config.node_partitions" : "config",
+                      token, plan);
+}
+
+absl::Status DescribePlan(const CompactGraph& graph, const DeviceList& devices,
+                          const PartitionSet& set, const std::vector<DeviceLoad>& loads,
+                          absl::string_view planner, absl::string_view assignment_field,
+                          const CancellationToken& token, v1::PartitionPlan* plan) {
+  PARTPLAN_ASSIGN_OR_RETURN(ModuleSplit split,
+                            SplitModule(graph, set.partition_of, /*keep_original_order=*/false,
+                                        assignment_field, token));
   PARTPLAN_ASSIGN_OR_RETURN(const PlanLatency latency,
                             EstimatePlanLatency(graph, devices, set, token));
   ToProto(graph, devices, set, loads, split, latency, planner, plan);

@@ -14,11 +14,16 @@
 #ifndef PARTPLAN_PLANNER_PARTITIONER_H_
 #define PARTPLAN_PLANNER_PARTITIONER_H_
 
+#include <vector>
+
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "partplan/v1/plan.pb.h"
 #include "planner/cancellation.h"
 #include "planner/devices.h"
+#include "planner/device_mapping.h"
 #include "planner/graph.h"
+#include "planner/partition.h"
 
 namespace partplan {
 
@@ -26,6 +31,15 @@ namespace partplan {
 absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& devices,
                                 const v1::PartitionerConfig& config,
                                 const CancellationToken& token, v1::PartitionPlan* plan);
+
+// The PartitionPlan of partitions any planner made: assignments,
+// partitions with split_module's inputs and outputs, the DAG, device usage
+// (`loads`, per inventory device) and the latency report. A cycle between
+// partitions is INVALID_ARGUMENT on `assignment_field`.
+absl::Status DescribePlan(const CompactGraph& graph, const DeviceList& devices,
+                          const PartitionSet& set, const std::vector<DeviceLoad>& loads,
+                          absl::string_view planner, absl::string_view assignment_field,
+                          const CancellationToken& token, v1::PartitionPlan* plan);
 
 }  // namespace partplan
 

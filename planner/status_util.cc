@@ -37,4 +37,12 @@ std::string InvalidFieldDescription(const absl::Status& status) {
   return std::string(message);
 }
 
+absl::Status WithFieldPrefix(const absl::Status& status, absl::string_view from,
+                             absl::string_view to) {
+  absl::optional<std::string> field = InvalidFieldPath(status);
+  if (!field.has_value() || !absl::StartsWith(*field, from)) return status;
+  return InvalidFieldError(absl::StrCat(to, field->substr(from.size())),
+                           InvalidFieldDescription(status));
+}
+
 }  // namespace partplan

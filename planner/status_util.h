@@ -32,6 +32,12 @@ absl::optional<std::string> InvalidFieldPath(const absl::Status& status);
 // The description of an InvalidFieldError (its message without the field).
 std::string InvalidFieldDescription(const absl::Status& status);
 
+// `status` with its field path's `from` prefix replaced by `to`, for a
+// request embedding another (e.g. PlanRequest.shard is a ShardGraphRequest's
+// config); any other status as it is.
+absl::Status WithFieldPrefix(const absl::Status& status, absl::string_view from,
+                             absl::string_view to);
+
 }  // namespace partplan
 
 #define PARTPLAN_STATUS_CONCAT_INNER_(a, b) a##b
