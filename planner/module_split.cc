@@ -1,6 +1,8 @@
 #include "planner/module_split.h"
 
 #include <cctype>
+#include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -48,7 +50,19 @@ class NodeNamespace {
     int64_t* next_free = has_num ? nullptr : &next_free_[base];
     if (next_free != nullptr && *next_free > 0) num = *next_free;
     std::string name = (has_num || num > 0) ? absl::StrCat(base, "_", num) : base;
-    while (used_.contains(name)) name = absl::StrCat(base, "_", ++num);
+    // Skip taken names. A search remembers, for each taken name it passes,
+    // the suffix where it ended (every name of the base in between is
+    // taken, and names are never freed), so that later searches jump over a
+    // run of taken names instead of walking it again: graph inputs named
+    // submod_0..submod_N made naming N partitions quadratic.
+    std::vector<std::string> passed;
+    while (used_.contains(name)) {
+      auto skip = skip_to_.find(name);
+      passed.push_back(std::move(name));
+      num = skip != skip_to_.end() ? skip->second : num + 1;
+      name = absl::StrCat(base, "_", num);
+    }
+    for (std::string& taken : passed) skip_to_[std::move(taken)] = num;
     used_.insert(name);
     if (next_free != nullptr) *next_free = num + 1;
     return name;
@@ -57,6 +71,8 @@ class NodeNamespace {
  private:
   absl::flat_hash_set<std::string> used_;
   absl::flat_hash_map<std::string, int64_t> next_free_;
+  // Taken name -> a suffix of its base at or before the next free name.
+  absl::flat_hash_map<std::string, int64_t> skip_to_;
 };
 
 // Appends `value` to `list` unless `seen` already has `key` (dict.setdefault).

@@ -1,6 +1,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/entry_points.h"
@@ -59,6 +61,62 @@ TEST(SplitGraphTest, DescribesSubmodulesCallsAndQualifiedNames) {
   EXPECT_EQ(response->qualname_map(0).split_name(), "submod_0.layer_0_fc");
   EXPECT_EQ(response->qualname_map(0).original_name(), "layer.0.fc");
   EXPECT_THAT(Strings(response->output_values()), ElementsAre("submod_1", "submod_0"));
+}
+
+// Graph inputs may take the names split_module gives its submodules; the
+// calls then get the next free submod_<n>, as torch.fx's _Namespace does.
+TEST(SplitGraphTest, SubmoduleNamesSkipNamesTakenByGraphInputs) {
+  v1::SplitGraphRequest request;
+  *request.mutable_graph() = TestGraph()
+                                 .Placeholder("submod_0", 1)
+                                 .Placeholder("submod_1", 1)
+                                 .Placeholder("submod_3", 1)
+                                 .Op("a", {"submod_0"}, 1, 1)
+                                 .Op("b", {"submod_1"}, 1, 1)
+                                 .Op("c", {"submod_3"}, 1, 1)
+                                 .Output({"a", "b", "c"})
+                                 .Build();
+  for (const auto& [node, partition] :
+       std::vector<std::pair<std::string, int>>{{"a", 0}, {"b", 1}, {"c", 2}}) {
+    v1::NodePartition* assignment = request.add_assignments();
+    assignment->set_node(node);
+    assignment->set_partition(partition);
+  }
+  absl::StatusOr<v1::SplitGraphResponse> response = Split(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  // Three roots, built last first: partition 2 takes the free submod_2;
+  // partition 1 skips submod_1..3 to submod_4; partition 0 then skips
+  // submod_0..4 to submod_5.
+  ASSERT_EQ(response->submodules_size(), 3);
+  EXPECT_EQ(response->submodules(0).name(), "submod_2");
+  EXPECT_EQ(response->submodules(1).name(), "submod_4");
+  EXPECT_EQ(response->submodules(2).name(), "submod_5");
+  EXPECT_THAT(Strings(response->output_values()), ElementsAre("submod_5", "submod_4", "submod_2"));
+}
+
+// 20k graph inputs named submod_0..submod_19999 and 20k partitions: naming
+// stays near-linear (it walked the taken names again for every partition:
+// minutes of CPU that no deadline stopped).
+TEST(SplitGraphTest, ManySubmoduleNamesTakenByGraphInputsAreSkippedQuickly) {
+  constexpr int kCount = 20000;
+  TestGraph graph;
+  for (int i = 0; i < kCount; ++i) graph.Placeholder("submod_" + std::to_string(i), 1);
+  for (int i = 0; i < kCount; ++i) graph.Op("op_" + std::to_string(i), {"submod_" + std::to_string(i)}, 1, 1);
+  v1::SplitGraphRequest request;
+  *request.mutable_graph() = graph.Output({"op_0"}).Build();
+  for (int i = 0; i < kCount; ++i) {
+    v1::NodePartition* assignment = request.add_assignments();
+    assignment->set_node("op_" + std::to_string(i));
+    assignment->set_partition(i);
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<v1::SplitGraphResponse> response = Split(request);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->submodules_size(), kCount);
+  // Built last first: partition 19999 takes submod_20000, 19998 submod_20001, ...
+  EXPECT_EQ(response->submodules(0).name(), "submod_20000");
+  EXPECT_EQ(response->submodules(kCount - 1).name(), "submod_" + std::to_string(2 * kCount - 1));
 }
 
 struct BadAssignmentCase {
