@@ -97,6 +97,17 @@ DimFate Broadcast(absl::Span<const int64_t> operand, int32_t dim,
   return Mapped(static_cast<int32_t>(at));
 }
 
+// Whether `operand` broadcasts to `output`: right-aligned, each dim equal
+// or 1.
+bool BroadcastsTo(absl::Span<const int64_t> operand, absl::Span<const int64_t> output) {
+  if (operand.size() > output.size()) return false;
+  const size_t offset = output.size() - operand.size();
+  for (size_t j = 0; j < operand.size(); ++j) {
+    if (operand[j] != 1 && operand[j] != output[offset + j]) return false;
+  }
+  return true;
+}
+
 // Same position (left-aligned): the dim stays if the output keeps it.
 DimFate SamePosition(absl::Span<const int64_t> operand, int32_t dim,
                      absl::Span<const int64_t> output) {
@@ -992,7 +1003,7 @@ class BatchDimAnalyzer {
     int32_t aligned = -1;
     std::string because;
     for (NodeId u : operands.sharded) {
-      if (shape(u).size() > output.size()) continue;
+      if (!BroadcastsTo(shape(u), output)) continue;
       const DimFate fate = Broadcast(shape(u), layout(u).dim, output);
       if (fate.kind == DimFate::kMapped) {
         aligned = fate.dim;
