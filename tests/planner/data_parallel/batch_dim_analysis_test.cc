@@ -1,0 +1,700 @@
+// The batch-dimension analysis on small aten graphs, each expectation worked
+// out by hand: view-like ops, batch-size changes, reductions (Partial, local
+// scalars, ops that need the whole batch), the ambiguity fix, tuples, model
+// state, placeholders, and malformed graphs.
+#include "planner/data_parallel/batch_dim_analysis.h"
+
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/cancellation.h"
+#include "planner/graph_import.h"
+#include "planner/status_util.h"
+#include "tests/planner/data_parallel/dp_test_graphs.h"
+
+namespace partplan {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// Runs the analysis on a graph; roles by placeholder name.
+class Analysis {
+ public:
+  Analysis(AtenGraph graph, std::vector<std::pair<std::string, v1::PlaceholderRole>> roles = {},
+           int32_t input_batch_dim = 0) {
+    if (graph.graph().nodes(graph.graph().nodes_size() - 1).op() != v1::OUTPUT) {
+      graph.Output({graph.graph().nodes(graph.graph().nodes_size() - 1).name()});
+    }
+    proto_ = graph.graph();
+    absl::StatusOr<CompactGraph> compact = ImportGraph(proto_, InputLimits(), token_);
+    if (!compact.ok()) {
+      status_ = compact.status();
+      return;
+    }
+    graph_ = std::make_unique<CompactGraph>(std::move(*compact));
+    BatchDimOptions options;
+    options.roles.assign(graph_->num_nodes(), v1::ROLE_UNSPECIFIED);
+    for (const auto& [name, role] : roles) options.roles[graph_->Find(name)] = role;
+    options.input_batch_dim = input_batch_dim;
+    status_ = options.CheckAndSetup(*graph_);
+    if (!status_.ok()) return;
+    absl::StatusOr<BatchDimAnalysis> analysis = AnalyzeBatchDims(*graph_, options, token_);
+    status_ = analysis.status();
+    if (analysis.ok()) analysis_ = std::move(*analysis);
+  }
+
+  const absl::Status& status() const { return status_; }
+  NodeId id(const std::string& name) const {
+    const NodeId v = graph_->Find(name);
+    EXPECT_GE(v, 0) << name;
+    return v;
+  }
+  const ValueLayout& operator[](const std::string& name) const {
+    return analysis_.layout(id(name));
+  }
+  bool ambiguous(const std::string& name) const { return analysis_.ambiguous(id(name)); }
+  const std::string& note(const std::string& name) const { return analysis_.note(id(name)); }
+  const BatchDimAnalysis& analysis() const { return analysis_; }
+
+ private:
+  v1::Graph proto_;
+  CancellationToken token_;
+  std::unique_ptr<CompactGraph> graph_;
+  absl::Status status_;
+  BatchDimAnalysis analysis_;
+};
+
+::testing::AssertionResult IsShard(const ValueLayout& value, int32_t dim, int64_t batch_size) {
+  if (value.layout == Layout::kShard && value.dim == dim && value.batch_size == batch_size) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "layout " << static_cast<int>(value.layout) << " dim " << value.dim << " batch size "
+         << value.batch_size << ", want Shard(" << dim << ") of batch size " << batch_size;
+}
+
+::testing::AssertionResult IsPartial(const ValueLayout& value, ReduceOp reduce) {
+  if (value.layout == Layout::kPartial && value.reduce == reduce) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "layout " << static_cast<int>(value.layout) << " reduce " << ReduceOpName(value.reduce)
+         << ", want Partial(" << ReduceOpName(reduce) << ")";
+}
+
+constexpr v1::PlaceholderRole kParameter = v1::PARAMETER;
+
+// ---- View-like ops --------------------------------------------------------
+
+TEST(BatchDimAnalysis, ViewLikeOpsFollowTheirDimensionMaps) {
+  AtenGraph g;
+  g.Input("x", {4, 6, 8})
+      .Input("y", {4, 5})
+      .Op("merged", "aten.view.default", {A::Node("x"), A::Ints({24, 8})}, {{24, 8}})
+      .Op("split", "aten._unsafe_view.default", {A::Node("merged"), A::Ints({4, 6, 8})},
+          {{4, 6, 8}})
+      .Op("reshaped", "aten.reshape.default", {A::Node("x"), A::Ints({4, -1})}, {{4, 48}})
+      .Op("aliased", "aten._reshape_alias.default",
+          {A::Node("x"), A::Ints({4, 48}), A::Ints({48, 1})}, {{4, 48}})
+      .Op("transposed", "aten.transpose.int", {A::Node("x"), A::Int(0), A::Int(-1)}, {{8, 6, 4}})
+      .Op("permuted", "aten.permute.default", {A::Node("x"), A::Ints({1, 0, 2})}, {{6, 4, 8}})
+      .Op("unsqueezed", "aten.unsqueeze.default", {A::Node("x"), A::Int(0)}, {{1, 4, 6, 8}})
+      .Op("squeezed", "aten.squeeze.default", {A::Node("unsqueezed")}, {{4, 6, 8}})
+      .Op("squeezed_dim", "aten.squeeze.dim", {A::Node("unsqueezed"), A::Int(0)}, {{4, 6, 8}})
+      .Op("squeezed_dims", "aten.squeeze.dims", {A::Node("unsqueezed"), A::Ints({0})}, {{4, 6, 8}})
+      .Op("flat", "aten.flatten.using_ints", {A::Node("x"), A::Int(1), A::Int(2)}, {{4, 48}})
+      .Op("flat_batch", "aten.flatten.using_ints", {A::Node("x"), A::Int(0), A::Int(1)}, {{24, 8}})
+      .Op("one", "aten.unsqueeze.default", {A::Node("x"), A::Int(1)}, {{4, 1, 6, 8}})
+      .Op("expanded", "aten.expand.default", {A::Node("one"), A::Ints({4, 3, 6, 8})},
+          {{4, 3, 6, 8}})
+      .Op("repeated", "aten.repeat.default", {A::Node("x"), A::Ints({2, 1, 1})}, {{8, 6, 8}})
+      .Op("t", "aten.t.default", {A::Node("y")}, {{5, 4}})
+      .Op("seq_first", "aten.transpose.int", {A::Node("x"), A::Int(0), A::Int(1)}, {{6, 4, 8}})
+      .Op("interleaved", "aten.view.default", {A::Node("seq_first"), A::Ints({24, 8})}, {{24, 8}});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(IsShard(a["x"], 0, 4));
+  EXPECT_TRUE(IsShard(a["merged"], 0, 24));
+  EXPECT_THAT(a.note("merged"), HasSubstr("merges the batch dim (input dim 0, size 4) with input "
+                                          "dims [0, 1] into dim 0 of size 24"));
+  EXPECT_TRUE(IsShard(a["split"], 0, 4));
+  EXPECT_THAT(a.note("split"),
+              HasSubstr("splits the batch dim (input dim 0, size 24) over 2 dims"));
+  EXPECT_TRUE(IsShard(a["reshaped"], 0, 4));
+  EXPECT_TRUE(IsShard(a["aliased"], 0, 4));
+  EXPECT_TRUE(IsShard(a["transposed"], 2, 4));
+  EXPECT_TRUE(IsShard(a["permuted"], 1, 4));
+  EXPECT_TRUE(IsShard(a["unsqueezed"], 1, 4));
+  EXPECT_TRUE(IsShard(a["squeezed"], 0, 4));
+  EXPECT_TRUE(IsShard(a["squeezed_dim"], 0, 4));
+  EXPECT_TRUE(IsShard(a["squeezed_dims"], 0, 4));
+  EXPECT_TRUE(IsShard(a["flat"], 0, 4));
+  EXPECT_THAT(a.note("flat"), IsEmpty());  // the batch is not merged
+  EXPECT_TRUE(IsShard(a["flat_batch"], 0, 24));
+  EXPECT_TRUE(IsShard(a["expanded"], 0, 4));
+  EXPECT_TRUE(IsShard(a["repeated"], 0, 8));
+  EXPECT_THAT(a.note("repeated"), HasSubstr("repeats the batch dim 2 times"));
+  EXPECT_TRUE(IsShard(a["t"], 1, 4));
+  EXPECT_TRUE(IsShard(a["interleaved"], 0, 24));
+  EXPECT_THAT(a.note("interleaved"), HasSubstr("not the outermost"));
+  for (const char* name : {"merged", "split", "t", "interleaved"}) {
+    EXPECT_FALSE(a.ambiguous(name)) << name;
+  }
+}
+
+TEST(BatchDimAnalysis, BatchSizeIsTrackedPerValueNotGlobally) {
+  // Upstream keeps one batch size, updated by the last view in graph order:
+  // after `merged` it would look for 24 in `other` and pick dim 1.
+  AtenGraph g;
+  g.Input("x", {4, 6, 8})
+      .Op("merged", "aten.view.default", {A::Node("x"), A::Ints({24, 8})}, {{24, 8}})
+      .Op("after_merge", "custom.op", {A::Node("merged")}, {{24, 5}})
+      .Op("other", "custom.op", {A::Node("x")}, {{4, 24}})
+      .Output({"after_merge", "other"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(IsShard(a["after_merge"], 0, 24));
+  EXPECT_TRUE(IsShard(a["other"], 0, 4));
+  EXPECT_FALSE(a.ambiguous("other"));
+  EXPECT_EQ(a.analysis().batch_size(), 4);
+}
+
+// ---- Reductions -------------------------------------------------------------
+
+TEST(BatchDimAnalysis, ReductionsOverTheBatchArePartialAndFullReductionsStayLocal) {
+  AtenGraph g;
+  g.Input("x", {4, 6})
+      .Op("sum_batch", "aten.sum.dim_IntList", {A::Node("x"), A::Ints({0})}, {{6}})
+      .Op("sum_rows", "aten.sum.dim_IntList", {A::Node("x"), A::Ints({1}), A::Bool(true)}, {{4, 1}})
+      .Op("mean_batch", "aten.mean.dim", {A::Node("x"), A::Ints({0}), A::Bool(true)}, {{1, 6}})
+      .Op("max_batch", "aten.amax.default", {A::Node("x"), A::Ints({0})}, {{6}})
+      .Op("min_batch", "aten.amin.default", {A::Node("x"), A::Ints({-2})}, {{6}})
+      .Op("argmax_rows", "aten.argmax.default", {A::Node("x"), A::Int(1)}, {{4}})
+      .Op("var_batch", "aten.var.correction", {A::Node("x"), A::Ints({0})}, {{6}})
+      .Op("mean_all", "aten.mean.default", {A::Node("x")}, {{}})
+      .Op("sum_all", "aten.sum.dim_IntList", {A::Node("x"), A::Ints({0, 1})}, {{}})
+      .Op("custom_all", "custom.reduce", {A::Node("x")}, {{}})
+      .Op("custom_batch", "custom.reduce", {A::Node("x")}, {{6}})
+      .Output({"sum_batch"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(IsPartial(a["sum_batch"], ReduceOp::kSum));
+  EXPECT_TRUE(IsShard(a["sum_rows"], 0, 4));
+  EXPECT_TRUE(IsPartial(a["mean_batch"], ReduceOp::kAvg));
+  EXPECT_TRUE(IsPartial(a["max_batch"], ReduceOp::kMax));
+  EXPECT_TRUE(IsPartial(a["min_batch"], ReduceOp::kMin));
+  EXPECT_TRUE(IsShard(a["argmax_rows"], 0, 4));
+  // A variance over the batch is not a combination of the devices' ones.
+  EXPECT_EQ(a["var_batch"].layout, Layout::kReplicate);
+  EXPECT_TRUE(a.analysis().gathers_batch(a.id("var_batch")));
+  EXPECT_THAT(a.note("var_batch"), HasSubstr("needs the whole batch"));
+  // Full reductions to a scalar keep the reduced operand's batch dim.
+  for (const char* name : {"mean_all", "sum_all", "custom_all"}) {
+    EXPECT_EQ(a[name].layout, Layout::kLocalScalar) << name;
+    EXPECT_EQ(a[name].dim, 0) << name;
+    EXPECT_EQ(a[name].batch_size, 4) << name;
+    EXPECT_THAT(a.note(name), HasSubstr("full reduction over the batch")) << name;
+  }
+  EXPECT_EQ(a["mean_all"].reduce, ReduceOp::kAvg);
+  EXPECT_TRUE(a["mean_all"].local_mean);
+  EXPECT_EQ(a["sum_all"].reduce, ReduceOp::kSum);
+  EXPECT_FALSE(a["sum_all"].local_mean);
+  // No rule, no dim of the batch size left: upstream's Partial.
+  EXPECT_TRUE(IsPartial(a["custom_batch"], ReduceOp::kSum));
+}
+
+TEST(BatchDimAnalysis, GradientsOfAMeanLossAverageAndOfASumLossAdd) {
+  auto backward_of = [](const char* loss_target) {
+    AtenGraph g;
+    g.Input("x", {4, 3})
+        .Input("w", {5, 3})
+        .Op("t", "aten.t.default", {A::Node("w")}, {{3, 5}})
+        .Op("y", "aten.mm.default", {A::Node("x"), A::Node("t")}, {{4, 5}})
+        .Op("loss", loss_target, {A::Node("y")}, {{}})
+        .Op("seed", "aten.ones_like.default", {A::Node("loss")}, {{}})
+        .Op("dy", "aten.expand.default", {A::Node("seed"), A::Ints({4, 5})}, {{4, 5}})
+        .Op("dy_t", "aten.t.default", {A::Node("dy")}, {{5, 4}})
+        .Op("dw", "aten.mm.default", {A::Node("dy_t"), A::Node("x")}, {{5, 3}})
+        .Output({"dw"});
+    return Analysis(g, {{"w", kParameter}});
+  };
+  const Analysis mean = backward_of("aten.mean.default");
+  ASSERT_TRUE(mean.status().ok()) << mean.status();
+  EXPECT_EQ(mean["t"].layout, Layout::kModelState);
+  EXPECT_TRUE(IsShard(mean["y"], 0, 4));
+  EXPECT_EQ(mean["seed"].layout, Layout::kLocalScalar);
+  EXPECT_TRUE(IsShard(mean["dy"], 0, 4));
+  EXPECT_TRUE(IsShard(mean["dy_t"], 1, 4));
+  EXPECT_TRUE(IsPartial(mean["dw"], ReduceOp::kAvg));
+  const Analysis sum = backward_of("aten.sum.default");
+  ASSERT_TRUE(sum.status().ok()) << sum.status();
+  EXPECT_TRUE(IsPartial(sum["dw"], ReduceOp::kSum));
+}
+
+// ---- Ambiguity ----------------------------------------------------------------
+
+TEST(BatchDimAnalysis, RulesAndDimMapsSettleDimsThatMerelyHaveTheBatchSize) {
+  // Batch 4, features 4: every dim has the batch size.
+  AtenGraph g;
+  g.Input("x", {4, 4})
+      .Input("w", {4, 4})
+      .Input("b", {4})
+      .Op("t", "aten.t.default", {A::Node("w")}, {{4, 4}})
+      .Op("h", "aten.addmm.default", {A::Node("b"), A::Node("x"), A::Node("t")}, {{4, 4}})
+      .Op("h_t", "aten.t.default", {A::Node("h")}, {{4, 4}})
+      .Op("dw", "aten.mm.default", {A::Node("h_t"), A::Node("x")}, {{4, 4}})
+      .Op("db", "aten.sum.dim_IntList", {A::Node("h"), A::Ints({0}), A::Bool(true)}, {{1, 4}})
+      .Op("rows", "aten.sum.dim_IntList", {A::Node("h_t"), A::Ints({0})}, {{4}})
+      .Output({"dw", "db", "rows"});
+  const Analysis a(g, {{"w", kParameter}, {"b", kParameter}});
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(IsShard(a["h"], 0, 4));
+  EXPECT_TRUE(IsShard(a["h_t"], 1, 4));
+  EXPECT_TRUE(IsPartial(a["dw"], ReduceOp::kSum));
+  EXPECT_TRUE(IsPartial(a["db"], ReduceOp::kSum));
+  // Summing h_t's dim 0 (features) leaves its batch dim 1, now dim 0.
+  EXPECT_TRUE(IsShard(a["rows"], 0, 4));
+  for (const char* name : {"h", "h_t", "dw", "db", "rows"}) {
+    EXPECT_FALSE(a.ambiguous(name)) << name;
+  }
+  EXPECT_THAT(a.note("dw"), HasSubstr("contracts the batch dim"));
+  EXPECT_THAT(a.note("h"), HasSubstr("puts the batch on dim 0"));
+}
+
+TEST(BatchDimAnalysis, OperandsSettleOpsWithoutARuleWhereTheyCan) {
+  AtenGraph g;
+  g.Input("x", {4, 4})
+      .Input("z", {4, 3})
+      // Elementwise-shaped: x's batch dim lands on dim 0 when broadcast.
+      .Op("same_shape", "custom.op", {A::Node("x")}, {{4, 4}})
+      // Broadcast onto a new leading dim: dim 1.
+      .Op("broadcast", "custom.op", {A::Node("x")}, {{2, 4, 4}})
+      // One dim of the batch size and no operand dim that could make it.
+      .Op("unique", "custom.op", {A::Node("z")}, {{3, 4}})
+      .Output({"same_shape", "broadcast", "unique"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(IsShard(a["same_shape"], 0, 4));
+  EXPECT_FALSE(a.ambiguous("same_shape"));
+  EXPECT_THAT(a.note("same_shape"), HasSubstr("lands there when broadcast"));
+  EXPECT_TRUE(IsShard(a["broadcast"], 1, 4));
+  EXPECT_FALSE(a.ambiguous("broadcast"));
+  EXPECT_TRUE(IsShard(a["unique"], 1, 4));
+  EXPECT_FALSE(a.ambiguous("unique"));
+  EXPECT_THAT(a.note("unique"), IsEmpty());
+}
+
+TEST(BatchDimAnalysis, FlagsWhatTrulyCannotBeTold) {
+  AtenGraph g;
+  g.Input("x", {4, 4})
+      .Input("z", {4, 3})
+      // Two output dims of the batch size, no rule, z does not broadcast.
+      .Op("two", "custom.op", {A::Node("z")}, {{4, 4}})
+      // x [4, 4] -> [4]: the kept dim may be the batch or the features.
+      .Op("dropped", "custom.op", {A::Node("x")}, {{4}})
+      .Output({"two", "dropped"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(IsShard(a["two"], 0, 4));
+  EXPECT_TRUE(a.ambiguous("two"));
+  EXPECT_THAT(a.note("two"), HasSubstr("ambiguous: output dims [0, 1] have the batch size 4"));
+  EXPECT_TRUE(IsShard(a["dropped"], 0, 4));
+  EXPECT_TRUE(a.ambiguous("dropped"));
+  EXPECT_THAT(a.note("dropped"), HasSubstr("operand 'x' has a non-batch dim 1 of that size"));
+}
+
+TEST(BatchDimAnalysis, ExpandOfALossGradientRestoresTheReducedBatchDim) {
+  // Batch dim 1 of a [4, 4] input: sizes cannot tell, the loss's batch dim can.
+  AtenGraph g;
+  g.Input("x", {4, 4})
+      .Op("loss", "aten.mean.default", {A::Node("x")}, {{}})
+      .Op("seed", "aten.ones_like.default", {A::Node("loss")}, {{}})
+      .Op("grad", "aten.expand.default", {A::Node("seed"), A::Ints({4, 4})}, {{4, 4}})
+      .Op("scaled", "aten.div.Scalar", {A::Node("grad"), A::Int(16)}, {{4, 4}})
+      .Output({"scaled"});
+  const Analysis a(g, {}, /*input_batch_dim=*/1);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_EQ(a["loss"].layout, Layout::kLocalScalar);
+  EXPECT_EQ(a["loss"].dim, 1);
+  EXPECT_TRUE(IsShard(a["grad"], 1, 4));
+  EXPECT_FALSE(a.ambiguous("grad"));
+  EXPECT_THAT(a.note("grad"), HasSubstr("where 'seed' reduced its batch dim"));
+  EXPECT_TRUE(IsShard(a["scaled"], 1, 4));
+}
+
+TEST(BatchDimAnalysis, NewTensorsOfTheBatchSizeAreShardedAndOthersReplicated) {
+  AtenGraph g;
+  g.Input("x", {4, 6})
+      .Constant("c", {4, 4})
+      .Op("zeros", "aten.zeros.default", {A::Ints({4, 3})}, {{4, 3}})
+      .Op("square", "aten.zeros.default", {A::Ints({4, 4})}, {{4, 4}})
+      .Op("small", "aten.zeros.default", {A::Ints({3, 5})}, {{3, 5}})
+      .Op("scalar", "aten.scalar_tensor.default", {A::Float(1.0)}, {{}})
+      // A replicated constant stays replicated though its dims have the
+      // batch size (upstream would shard it).
+      .Op("c_relu", "aten.relu.default", {A::Node("c")}, {{4, 4}})
+      // The backward of a mean over the batch: the Partial is broadcast back
+      // to the batch.
+      .Op("mean", "aten.mean.dim", {A::Node("x"), A::Ints({0}), A::Bool(true)}, {{1, 6}})
+      .Op("back", "aten.expand.default", {A::Node("mean"), A::Ints({4, 6})}, {{4, 6}})
+      .Output({"zeros", "square", "small", "scalar", "c_relu", "back"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(IsShard(a["zeros"], 0, 4));
+  EXPECT_FALSE(a.ambiguous("zeros"));
+  EXPECT_THAT(a.note("zeros"), HasSubstr("makes a new dim 0 of the batch size"));
+  EXPECT_TRUE(IsShard(a["square"], 0, 4));
+  EXPECT_TRUE(a.ambiguous("square"));
+  EXPECT_EQ(a["small"].layout, Layout::kReplicate);
+  EXPECT_EQ(a["scalar"].layout, Layout::kReplicate);
+  EXPECT_EQ(a["c"].layout, Layout::kReplicate);
+  EXPECT_EQ(a["c_relu"].layout, Layout::kReplicate);
+  EXPECT_FALSE(a.ambiguous("c_relu"));
+  EXPECT_TRUE(IsPartial(a["mean"], ReduceOp::kAvg));
+  EXPECT_TRUE(IsShard(a["back"], 0, 4));
+  EXPECT_FALSE(a.analysis().keeps_partial_operands(a.id("back")));
+}
+
+// ---- Partial operands ---------------------------------------------------------
+
+TEST(BatchDimAnalysis, PartialsPassThroughLinearOpsOnly) {
+  AtenGraph g;
+  g.Input("x", {4, 6})
+      .Constant("c", {6})
+      .Op("p", "aten.sum.dim_IntList", {A::Node("x"), A::Ints({0})}, {{6}})
+      .Op("q", "aten.sum.dim_IntList", {A::Node("x"), A::Ints({0})}, {{6}})
+      .Op("viewed", "aten.view.default", {A::Node("p"), A::Ints({2, 3})}, {{2, 3}})
+      .Op("scaled", "aten.mul.Tensor", {A::Node("viewed"), A::Float(2.0)}, {{2, 3}})
+      .Op("by_constant", "aten.mul.Tensor", {A::Node("p"), A::Node("c")}, {{6}})
+      .Op("sum_of_two", "aten.add.Tensor", {A::Node("p"), A::Node("q")}, {{6}})
+      .Op("product_of_two", "aten.mul.Tensor", {A::Node("p"), A::Node("q")}, {{6}})
+      .Op("plus_constant", "aten.add.Tensor", {A::Node("p"), A::Node("c")}, {{6}})
+      .Op("divided", "aten.div.Tensor", {A::Node("p"), A::Node("c")}, {{6}})
+      .Op("divisor", "aten.div.Tensor", {A::Node("c"), A::Node("p")}, {{6}})
+      .Op("relu", "aten.relu.default", {A::Node("p")}, {{6}})
+      .Op("mixed", "aten.add.Tensor", {A::Node("x"), A::Node("p")}, {{4, 6}})
+      .Op("ones", "aten.ones_like.default", {A::Node("p")}, {{6}})
+      .Output({"scaled"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  for (const char* name : {"viewed", "scaled", "by_constant", "sum_of_two", "divided"}) {
+    EXPECT_TRUE(IsPartial(a[name], ReduceOp::kSum)) << name;
+    EXPECT_TRUE(a.analysis().keeps_partial_operands(a.id(name))) << name;
+  }
+  for (const char* name : {"product_of_two", "plus_constant", "divisor", "relu", "ones"}) {
+    EXPECT_EQ(a[name].layout, Layout::kReplicate) << name;
+    EXPECT_FALSE(a.analysis().keeps_partial_operands(a.id(name))) << name;
+  }
+  EXPECT_TRUE(IsShard(a["mixed"], 0, 4));
+  EXPECT_FALSE(a.analysis().keeps_partial_operands(a.id("mixed")));
+}
+
+// ---- Ops with rules and tuples --------------------------------------------------
+
+TEST(BatchDimAnalysis, TupleElementsAndTheirGetitems) {
+  AtenGraph g;
+  g.Input("x", {4, 6, 8})
+      .Input("w", {8})
+      .Input("b", {8})
+      .Op("ln", "aten.native_layer_norm.default",
+          {A::Node("x"), A::Ints({8}), A::Node("w"), A::Node("b"), A::Float(1e-5)},
+          {{4, 6, 8}, {4, 6, 1}, {4, 6, 1}})
+      .Op("ln_out", "operator.getitem", {A::Node("ln"), A::Int(0)}, {{4, 6, 8}})
+      .Op("ln_mean", "operator.getitem", {A::Node("ln"), A::Int(1)}, {{4, 6, 1}})
+      .Op("ln_rstd", "operator.getitem", {A::Node("ln"), A::Int(2)}, {})
+      // Only the weight and bias gradients are asked for.
+      .Op("lnb", "aten.native_layer_norm_backward.default",
+          {A::Node("ln_out"), A::Node("x"), A::Ints({8}), A::Node("ln_mean"), A::Node("ln_rstd"),
+           A::Node("w"), A::Node("b"), A::Bools({false, true, true})},
+          {{8}, {8}})
+      .Op("dx", "operator.getitem", {A::Node("lnb"), A::Int(0)}, {})
+      .Op("dw", "operator.getitem", {A::Node("lnb"), A::Int(1)}, {{8}})
+      .Op("db", "operator.getitem", {A::Node("lnb"), A::Int(2)}, {})
+      .Op("drop", "aten.native_dropout.default", {A::Node("x"), A::Float(0.1), A::Bool(true)},
+          {{4, 6, 8}, {4, 6, 8}})
+      .Op("mask", "operator.getitem", {A::Node("drop"), A::Int(1)}, {{4, 6, 8}})
+      .Output({"dw"});
+  const Analysis a(g, {{"w", kParameter}, {"b", kParameter}});
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(IsShard(a["ln"], 0, 4));
+  EXPECT_TRUE(IsShard(a["ln_out"], 0, 4));
+  EXPECT_TRUE(IsShard(a["ln_mean"], 0, 4));  // per sample
+  EXPECT_TRUE(IsShard(a["ln_rstd"], 0, 4));  // shape taken from the tuple
+  EXPECT_EQ(a.analysis().shape(a.id("ln_rstd")).size(), 3u);
+  // The tuple node reports its first listed element, the weight gradient.
+  EXPECT_TRUE(IsPartial(a["lnb"], ReduceOp::kSum));
+  EXPECT_EQ(a["dx"].layout, Layout::kNotTensor);  // masked off: None
+  EXPECT_TRUE(IsPartial(a["dw"], ReduceOp::kSum));
+  EXPECT_TRUE(IsPartial(a["db"], ReduceOp::kSum));
+  EXPECT_TRUE(IsShard(a["mask"], 0, 4));
+  EXPECT_TRUE(a.analysis().selects_element(a.id("dw")));
+}
+
+TEST(BatchDimAnalysis, OpRulesForLossesConvolutionsEmbeddingsAndIndexing) {
+  AtenGraph g;
+  g.Input("logits", {4, 5})
+      .Input("target", {4}, "torch.int64")
+      .Input("image", {4, 3, 5, 5})
+      .Input("kernel", {2, 3, 3, 3})
+      .Input("table", {10, 4})
+      .Input("ids", {4, 6}, "torch.int64")
+      .Op("nll", "aten.nll_loss_forward.default",
+          {A::Node("logits"), A::Node("target"), A::None(), A::Int(1), A::Int(-100)}, {{}, {}})
+      .Op("nll_total", "operator.getitem", {A::Node("nll"), A::Int(1)}, {{}})
+      .Op("nll_none", "aten.nll_loss_forward.default",
+          {A::Node("logits"), A::Node("target"), A::None(), A::Int(0), A::Int(-100)}, {{4}, {}})
+      .Op("nll_sum", "aten.nll_loss_forward.default",
+          {A::Node("logits"), A::Node("target"), A::None(), A::Int(2), A::Int(-100)}, {{}, {}})
+      .Op("conv", "aten.convolution.default",
+          {A::Node("image"), A::Node("kernel"), A::None(), A::Ints({1, 1}), A::Ints({0, 0}),
+           A::Ints({1, 1}), A::Bool(false), A::Ints({0, 0}), A::Int(1)},
+          {{4, 2, 3, 3}})
+      .Op("embedded", "aten.embedding.default", {A::Node("table"), A::Node("ids")}, {{4, 6, 4}})
+      .Op("table_grad", "aten.embedding_dense_backward.default",
+          {A::Node("embedded"), A::Node("ids"), A::Int(10), A::Int(-1), A::Bool(false)}, {{10, 4}})
+      .Op("cat_features", "aten.cat.default", {A::Nodes({"logits", "logits"}), A::Int(1)},
+          {{4, 10}})
+      .Op("cat_batch", "aten.cat.default", {A::Nodes({"logits", "logits"}), A::Int(0)}, {{8, 5}})
+      .Op("pieces", "aten.split.Tensor", {A::Node("logits"), A::Int(2), A::Int(1)},
+          {{4, 2}, {4, 2}, {4, 1}})
+      .Op("batch_pieces", "aten.split.Tensor", {A::Node("logits"), A::Int(2)}, {{2, 5}, {2, 5}})
+      .Op("sample", "aten.select.int", {A::Node("logits"), A::Int(0), A::Int(1)}, {{5}})
+      .Op("column", "aten.select.int", {A::Node("logits"), A::Int(1), A::Int(0)}, {{4}})
+      .Op("all_rows", "aten.slice.Tensor",
+          {A::Node("logits"), A::Int(0), A::Int(0), A::Int(std::numeric_limits<int64_t>::max())},
+          {{4, 5}})
+      .Op("two_rows", "aten.slice.Tensor", {A::Node("logits"), A::Int(0), A::Int(0), A::Int(2)},
+          {{2, 5}})
+      .Output({"nll"});
+  const Analysis a(g, {{"kernel", kParameter}, {"table", kParameter}});
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_EQ(a["nll"].layout, Layout::kLocalScalar);
+  EXPECT_EQ(a["nll"].reduce, ReduceOp::kAvg);
+  EXPECT_EQ(a["nll_total"].layout, Layout::kLocalScalar);
+  EXPECT_EQ(a["nll_total"].reduce, ReduceOp::kSum);
+  EXPECT_TRUE(IsShard(a["nll_none"], 0, 4));
+  EXPECT_EQ(a["nll_sum"].reduce, ReduceOp::kSum);
+  EXPECT_TRUE(IsShard(a["conv"], 0, 4));
+  EXPECT_TRUE(IsShard(a["embedded"], 0, 4));
+  EXPECT_TRUE(IsPartial(a["table_grad"], ReduceOp::kSum));
+  EXPECT_TRUE(IsShard(a["cat_features"], 0, 4));
+  EXPECT_TRUE(IsShard(a["cat_batch"], 0, 8));
+  EXPECT_THAT(a.note("cat_batch"), HasSubstr("concatenates along the batch dim"));
+  EXPECT_TRUE(IsShard(a["pieces"], 0, 4));
+  for (const char* name : {"batch_pieces", "sample", "two_rows"}) {
+    EXPECT_EQ(a[name].layout, Layout::kReplicate) << name;
+    EXPECT_TRUE(a.analysis().gathers_batch(a.id(name))) << name;
+  }
+  EXPECT_TRUE(IsShard(a["column"], 0, 4));
+  EXPECT_TRUE(IsShard(a["all_rows"], 0, 4));
+  EXPECT_FALSE(a.analysis().gathers_batch(a.id("all_rows")));
+}
+
+// ---- Model state and placeholders -------------------------------------------
+
+TEST(BatchDimAnalysis, ModelStateIsWhatIsComputedFromParametersAndStatesAlone) {
+  AtenGraph g;
+  g.Input("x", {4, 3})
+      .Input("w", {5, 3})
+      .Input("m", {5, 3})
+      .Op("t", "aten.t.default", {A::Node("w")}, {{3, 5}})
+      .Op("y", "aten.mm.default", {A::Node("x"), A::Node("t")}, {{4, 5}})
+      .Op("y_t", "aten.t.default", {A::Node("y")}, {{5, 4}})
+      .Op("grad", "aten.mm.default", {A::Node("y_t"), A::Node("x")}, {{5, 3}})
+      .Op("decayed", "aten.mul.Tensor", {A::Node("m"), A::Float(0.9)}, {{5, 3}})
+      .Op("momentum", "aten.add.Tensor", {A::Node("decayed"), A::Node("grad")}, {{5, 3}})
+      .Op("updated", "aten.sub.Tensor", {A::Node("w"), A::Node("momentum")}, {{5, 3}})
+      .Output({"updated", "momentum"});
+  const Analysis a(g, {{"w", kParameter}, {"m", v1::OPTIMIZER_STATE}});
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  for (const char* name : {"w", "m", "t", "decayed", "momentum", "updated"}) {
+    EXPECT_EQ(a[name].layout, Layout::kModelState) << name;
+  }
+  EXPECT_TRUE(IsShard(a["y"], 0, 4));
+  EXPECT_TRUE(IsPartial(a["grad"], ReduceOp::kSum));
+  EXPECT_TRUE(a.analysis().elementwise(a.id("momentum")));
+  EXPECT_FALSE(a.analysis().elementwise(a.id("t")));
+}
+
+TEST(BatchDimAnalysis, PlaceholdersAndTheSeedOfTheBatch) {
+  AtenGraph g;
+  g.Input("mask", {6, 6})  // unspecified, before x
+      .Input("x", {4, 8})
+      .Input("lr", {})
+      .Input("extra", {4, 2});
+  v1::Node* none = g.Input("none", {}).last();
+  none->clear_outputs();  // no shape: not a tensor
+  g.Output({"x"});
+  const Analysis a(g, {{"x", v1::ACTIVATION}});
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_EQ(a.analysis().batch_size(), 4);  // from x, the explicit activation
+  EXPECT_EQ(a["mask"].layout, Layout::kReplicate);
+  EXPECT_THAT(a.note("mask"), HasSubstr("taken as a replicated input"));
+  EXPECT_TRUE(IsShard(a["x"], 0, 4));
+  EXPECT_EQ(a["lr"].layout, Layout::kReplicate);
+  EXPECT_TRUE(IsShard(a["extra"], 0, 4));
+  EXPECT_EQ(a["none"].layout, Layout::kNotTensor);
+}
+
+// ---- Malformed graphs -------------------------------------------------------
+
+struct MalformedCase {
+  const char* name;
+  AtenGraph graph;
+  std::vector<std::pair<std::string, v1::PlaceholderRole>> roles;
+  int32_t input_batch_dim;
+  const char* field;
+  const char* message;
+};
+
+std::vector<MalformedCase> MalformedCases() {
+  std::vector<MalformedCase> cases;
+  auto with_x = [] { return std::move(AtenGraph().Input("x", {4, 6})); };
+  cases.push_back({"unknown_op_without_shapes",
+                   with_x().Op("f", "custom.op", {A::Node("x")}, {}),
+                   {},
+                   0,
+                   "graph.nodes[1].outputs",
+                   "node 'f' (custom.op): an op without a dimension rule here and without output "
+                   "shapes"});
+  cases.push_back({"known_op_without_shapes",
+                   with_x().Op("r", "aten.relu.default", {A::Node("x")}, {}),
+                   {},
+                   0,
+                   "graph.nodes[1].outputs",
+                   "node 'r' (aten.relu.default): no output shapes"});
+  cases.push_back({"view_output_shape_mismatch",
+                   with_x().Op("v", "aten.view.default", {A::Node("x"), A::Ints({24})}, {{12, 2}}),
+                   {},
+                   0,
+                   "graph.nodes[1].outputs[0].shape",
+                   "node 'v' (aten.view.default): the output shape [12, 2] is not the [24]"});
+  cases.push_back({"view_element_count_mismatch",
+                   with_x().Op("v", "aten.view.default", {A::Node("x"), A::Ints({5, 5})}, {}),
+                   {},
+                   0,
+                   "graph.nodes[1].args[1]",
+                   "node 'v' (aten.view.default): shape [5, 5] is invalid for a [4, 6] input"});
+  cases.push_back({"operands_do_not_broadcast",
+                   with_x()
+                       .Input("y", {4, 5})
+                       .Op("s", "aten.add.Tensor", {A::Node("x"), A::Node("y")}, {{4, 6}}),
+                   {},
+                   0,
+                   "graph.nodes[2].outputs[0].shape",
+                   "node 's' (aten.add.Tensor): shape mismatch: operand 'y' of shape [4, 5] does "
+                   "not broadcast to the output shape [4, 6]"});
+  cases.push_back({"mm_inner_sizes",
+                   with_x()
+                       .Input("w", {5, 3})
+                       .Op("y", "aten.mm.default", {A::Node("x"), A::Node("w")}, {{4, 3}}),
+                   {{"w", v1::PARAMETER}},
+                   0,
+                   "graph.nodes[2].outputs[0].shape",
+                   "node 'y' (aten.mm.default): shape mismatch: 'x' [4, 6] by 'w' [5, 3]: the "
+                   "inner sizes differ"});
+  cases.push_back({"mm_output_shape",
+                   with_x()
+                       .Input("w", {6, 3})
+                       .Op("y", "aten.mm.default", {A::Node("x"), A::Node("w")}, {{4, 4}}),
+                   {{"w", v1::PARAMETER}},
+                   0,
+                   "graph.nodes[2].outputs[0].shape",
+                   "gives [4, 3], not the output shape [4, 4]"});
+  cases.push_back(
+      {"transpose_dim_out_of_range",
+       with_x().Op("t", "aten.transpose.int", {A::Node("x"), A::Int(0), A::Int(2)}, {{6, 4}}),
+       {},
+       0,
+       "graph.nodes[1].args[1]",
+       "node 't' (aten.transpose.int): dim 2 is out of range for a 2-d tensor"});
+  cases.push_back({"batch_dim_out_of_range",
+                   with_x().Op("r", "aten.relu.default", {A::Node("x")}, {{4, 6}}),
+                   {{"x", v1::ACTIVATION}},
+                   2,
+                   "input_batch_dim",
+                   "batch dim 2 is out of range for activation input 'x' of shape [4, 6]"});
+  cases.push_back(
+      {"negative_batch_dim", with_x(), {}, -1, "input_batch_dim", "must not be negative, got -1"});
+  cases.push_back({"no_activation_input",
+                   AtenGraph().Input("w", {4}).Op("r", "aten.relu.default", {A::Node("w")}, {{4}}),
+                   {{"w", v1::PARAMETER}},
+                   0,
+                   "roles",
+                   "the graph has no activation input to take the batch from"});
+  cases.push_back(
+      {"activation_batch_sizes_differ",
+       with_x().Input("y", {3, 6}).Op("s", "aten.relu.default", {A::Node("y")}, {{3, 6}}),
+       {{"x", v1::ACTIVATION}, {"y", v1::ACTIVATION}},
+       0,
+       "graph.nodes[1].outputs[0].shape[0]",
+       "activation input 'y' has batch size 3, but the first activation input 'x' "
+       "has 4"});
+  {
+    AtenGraph g = with_x();
+    g.Input("w", {});
+    g.last()->clear_outputs();
+    cases.push_back({"parameter_without_shape",
+                     std::move(g),
+                     {{"w", v1::PARAMETER}},
+                     0,
+                     "graph.nodes[1].outputs",
+                     "PARAMETER 'w' has no shape"});
+  }
+  {
+    AtenGraph g;
+    g.Input("x", {});
+    g.last()->clear_outputs();
+    cases.push_back({"activation_without_shape",
+                     std::move(g),
+                     {{"x", v1::ACTIVATION}},
+                     0,
+                     "graph.nodes[0].outputs",
+                     "activation input 'x' has no shape"});
+  }
+  cases.push_back({"getitem_of_a_constant",
+                   with_x().Op("g", "operator.getitem", {A::Int(3), A::Int(0)}, {{4}}),
+                   {},
+                   0,
+                   "graph.nodes[1].args[0]",
+                   "node 'g' (operator.getitem): the indexed value must be a node"});
+  return cases;
+}
+
+class MalformedGraphTest : public ::testing::TestWithParam<MalformedCase> {};
+
+TEST_P(MalformedGraphTest, IsInvalidArgumentNamingTheFieldAndNode) {
+  const MalformedCase& c = GetParam();
+  const Analysis a(c.graph, c.roles, c.input_batch_dim);
+  ASSERT_FALSE(a.status().ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument) << a.status();
+  EXPECT_EQ(InvalidFieldPath(a.status()), c.field) << a.status();
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr(c.message));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, MalformedGraphTest, ::testing::ValuesIn(MalformedCases()),
+                         [](const ::testing::TestParamInfo<MalformedCase>& info) {
+                           return info.param.name;
+                         });
+
+TEST(BatchDimAnalysis, StopsWhenCancelled) {
+  AtenGraph g;
+  g.Input("x", {4}).Op("r", "aten.relu.default", {A::Node("x")}, {{4}}).Output({"r"});
+  const v1::Graph proto = g.graph();
+  CancellationToken token;
+  absl::StatusOr<CompactGraph> graph = ImportGraph(proto, InputLimits(), token);
+  ASSERT_TRUE(graph.ok());
+  BatchDimOptions options;
+  ASSERT_TRUE(options.CheckAndSetup(*graph).ok());
+  token.Cancel();
+  EXPECT_EQ(AnalyzeBatchDims(*graph, options, token).status().code(), absl::StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace partplan
