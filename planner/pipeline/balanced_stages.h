@@ -1,8 +1,9 @@
 // PlanBalancedStages: the optimal split of a pipeline into exactly K
-// contiguous, non-empty stages on K given devices, in O(K * n) time.
+// contiguous, non-empty stages on K given devices, in O(K * n) time at
+// worst and, with pruning, close to O(n) on balanced inputs.
 //
-//   std::vector<StageDevice> devices = {{"gpu0", 16 << 30, 312e12},
-//                                       {"gpu1", 8 << 30, 125e12}};
+//   std::vector<StageDevice> devices = {{"gpu0", int64_t{16} << 30, 312e12},
+//                                       {"gpu1", int64_t{8} << 30, 125e12}};
 //   PARTPLAN_ASSIGN_OR_RETURN(StagePlan plan,
 //                             PlanBalancedStages(model, work, devices, token));
 //   // Stage s holds items [plan.cuts[s], plan.cuts[s + 1]) and runs on devices[s].
@@ -57,6 +58,20 @@
 // are kept for about sqrt(K) stages at a time and recomputed from a row
 // saved every sqrt(K) stages, so memory is O(n sqrt(K)) and time stays
 // O(n K) (pass 2 runs twice). Among equal plans the earliest cuts win.
+//
+// Pruning, which keeps both passes exact. A greedy probe (each device in
+// turn takes as many items as it may within T, leaving one per later
+// device) either fails or finds a real plan, so the least T at which it
+// succeeds -- found by bisection, O(K log n) per probe -- is an upper bound
+// T+ >= T*. Pass 1 then only considers stages within T+, and pass 2 only
+// stages within T*. Within a time limit, stage s can only end in a band:
+// at most as far as greedy reaches from the left, and at least as early as
+// greedy must start from the right (both greedy reaches are exact when
+// stages may be empty, so they bound every plan with non-empty stages).
+// Each layer visits only its band and the previous one, so on inputs
+// where the probe is near-optimal (every balanced pipeline of similar
+// devices) a layer costs about n/K + band width instead of n. The worst
+// case stays O(K * n): with no useful bound a band is every end.
 //
 // Stage times come from prefix sums of the work in double precision, the
 // same numbers in both passes and in the report (StageTimes), so the plan

@@ -61,6 +61,7 @@ absl::Status DescribeShards(const StageModel& model, absl::Span<const int32_t> c
     shard->set_parameter_count(parameters[s]);
     const int32_t begin = cuts[s];
     const int32_t end = cuts[s + 1];
+    shard->mutable_nodes()->Reserve(end - begin);
     for (int32_t i = begin; i < end; ++i) {
       PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++iterations));
       const NodeId v = model.item(i);

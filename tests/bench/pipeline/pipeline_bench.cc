@@ -1,0 +1,181 @@
+// Benchmarks of ShardGraph: fairscale's auto_shard (FAIRSCALE) and the
+// optimal balanced stages (BALANCED) on synthetic residual stacks of 10^4
+// to 10^6 nodes (tests/bench/synthetic_graphs.h).
+//
+//   bazel run -c opt //tests/bench/pipeline:pipeline_bench
+//
+// `BM_Plan` times ShardGraphPlan on an imported graph, building the response
+// on a protobuf arena as the server does; `BM_Request` adds the import and
+// validation of the request, as the RPC does; `BM_BalancedStagesAlone` is
+// the balanced-stage algorithm without building a response. fairscale's `_split_nodes` takes 9.6 s at 1,002 nodes and is
+// cubic (shared/design/reference-planners.md).
+//
+// On a residual stack every `add` reads the previous layer's `add`, which
+// is never the node right before it, so auto_shard merges everything into
+// one shard, as fairscale does; the `Chain` variants drop those skips, so
+// that it cuts shard_count shards.
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "google/protobuf/arena.h"
+#include "planner/devices.h"
+#include "planner/graph_import.h"
+#include "planner/pipeline/balanced_stages.h"
+#include "planner/pipeline/shard_graph.h"
+#include "planner/pipeline/stage_model.h"
+#include "planner/pipeline/stage_work.h"
+#include "tests/bench/synthetic_graphs.h"
+
+namespace partplan {
+namespace {
+
+enum class Shape { kResidual, kChain };
+
+// The stack with its module hierarchy (root and one Linear per layer) and,
+// for BALANCED, `stages` devices of alternately 1x and 2x a share of memory.
+v1::ShardGraphRequest ShardRequest(int64_t num_nodes, Shape shape, v1::ShardConfig::Mode mode,
+                                   int stages) {
+  v1::ShardGraphRequest request;
+  v1::Graph* graph = request.mutable_graph();
+  *graph = ResidualStack(num_nodes);
+  int64_t parameters = 0;
+  int64_t total_bytes = 0;
+  for (v1::Node& node : *graph->mutable_nodes()) {
+    total_bytes += node.size_bytes().total_bytes();
+    if (node.op() == v1::CALL_MODULE) {
+      v1::Module* module = graph->add_modules();
+      module->set_qualified_name(node.target());
+      module->set_module_type(node.module_type());
+      module->set_parameter_count(node.parameter_count());
+      parameters += node.parameter_count();
+    }
+    if (shape == Shape::kChain && node.target() == "operator.add") {
+      node.mutable_args()->RemoveLast();  // the skip
+    }
+  }
+  v1::Module* root = graph->add_modules();
+  root->set_parameter_count(parameters);
+  request.mutable_config()->set_mode(mode);
+  request.mutable_config()->set_shard_count(stages);
+  if (mode == v1::ShardConfig::BALANCED) {
+    const int64_t share = total_bytes / (stages + stages / 2) + total_bytes / (5 * stages);
+    for (int s = 0; s < stages; ++s) {
+      v1::Device* device = request.mutable_devices()->add_devices();
+      device->set_name(absl::StrCat("gpu", s));
+      device->set_logical_id(s);
+      device->set_available_memory_bytes(s % 2 == 0 ? share : 2 * share);
+    }
+    request.mutable_devices()->set_transfer_rate_bytes_per_second(1e10);
+  }
+  return request;
+}
+
+// What a plan looks like: its shard count and its slowest stage.
+struct Outcome {
+  int shards = 0;
+  double bottleneck = 0;
+
+  void Note(const v1::ShardGraphResponse& response) {
+    shards = response.shards_size();
+    bottleneck = 0;
+    for (const v1::Shard& shard : response.shards()) bottleneck = std::max(bottleneck, shard.cost());
+  }
+  void Report(benchmark::State& state, const v1::ShardGraphRequest& request) const {
+    state.SetItemsProcessed(state.iterations() * request.graph().nodes_size());
+    state.counters["shards"] = shards;
+    state.counters["bottleneck_s"] = bottleneck;
+  }
+};
+
+// ShardGraphPlan alone.
+void BM_Plan(benchmark::State& state, Shape shape, v1::ShardConfig::Mode mode, int stages) {
+  const v1::ShardGraphRequest request = ShardRequest(state.range(0), shape, mode, stages);
+  CancellationToken token;
+  const CompactGraph graph = *ImportGraph(request.graph(), InputLimits(), token);
+  Outcome outcome;
+  for (auto _ : state) {
+    google::protobuf::Arena arena;
+    auto* response = google::protobuf::Arena::CreateMessage<v1::ShardGraphResponse>(&arena);
+    const absl::Status status = ShardGraphPlan(graph, request, token, response);
+    if (!status.ok()) {
+      state.SkipWithError(std::string(status.message()).c_str());
+      return;
+    }
+    outcome.Note(*response);
+  }
+  outcome.Report(state, request);
+}
+
+// The balanced-stage algorithm alone (both passes and the walk back), on
+// a ready StageModel: no response is built.
+void BM_BalancedStagesAlone(benchmark::State& state, int stages) {
+  const v1::ShardGraphRequest request =
+      ShardRequest(state.range(0), Shape::kResidual, v1::ShardConfig::BALANCED, stages);
+  CancellationToken token;
+  const CompactGraph graph = *ImportGraph(request.graph(), InputLimits(), token);
+  const StageModel model(graph);
+  const StageWork work = *ChooseStageWork(model, *ImportDevices(request.devices(), InputLimits()));
+  double bottleneck = 0;
+  for (auto _ : state) {
+    absl::StatusOr<StagePlan> plan = PlanBalancedStages(model, work.of_item, work.devices, token);
+    if (!plan.ok()) {
+      state.SkipWithError(std::string(plan.status().message()).c_str());
+      return;
+    }
+    bottleneck = plan->bottleneck;
+    benchmark::DoNotOptimize(plan);
+  }
+  state.SetItemsProcessed(state.iterations() * request.graph().nodes_size());
+  state.counters["bottleneck_s"] = bottleneck;
+}
+BENCHMARK_CAPTURE(BM_BalancedStagesAlone, 8, 8)
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_BalancedStagesAlone, 32, 32)
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond);
+
+// Import and validation, then ShardGraphPlan: what the RPC does.
+void BM_Request(benchmark::State& state, Shape shape, v1::ShardConfig::Mode mode, int stages) {
+  const v1::ShardGraphRequest request = ShardRequest(state.range(0), shape, mode, stages);
+  CancellationToken token;
+  Outcome outcome;
+  for (auto _ : state) {
+    google::protobuf::Arena arena;
+    auto* response = google::protobuf::Arena::CreateMessage<v1::ShardGraphResponse>(&arena);
+    absl::StatusOr<CompactGraph> graph = ImportGraph(request.graph(), InputLimits(), token);
+    absl::Status status = graph.status();
+    if (status.ok()) status = ShardGraphPlan(*graph, request, token, response);
+    if (!status.ok()) {
+      state.SkipWithError(std::string(status.message()).c_str());
+      return;
+    }
+    outcome.Note(*response);
+  }
+  outcome.Report(state, request);
+}
+
+#define PARTPLAN_PIPELINE_BENCHMARK(function, name, shape, mode, stages)               \
+  BENCHMARK_CAPTURE(function, name, shape, v1::ShardConfig::mode, stages)              \
+      ->Arg(10000)                                                                     \
+      ->Arg(100000)                                                                    \
+      ->Arg(1000000)                                                                   \
+      ->Unit(benchmark::kMillisecond)
+
+PARTPLAN_PIPELINE_BENCHMARK(BM_Plan, balanced_8, Shape::kResidual, BALANCED, 8);
+PARTPLAN_PIPELINE_BENCHMARK(BM_Plan, balanced_32, Shape::kResidual, BALANCED, 32);
+PARTPLAN_PIPELINE_BENCHMARK(BM_Plan, fairscale_8, Shape::kResidual, FAIRSCALE, 8);
+PARTPLAN_PIPELINE_BENCHMARK(BM_Plan, fairscale_chain_8, Shape::kChain, FAIRSCALE, 8);
+PARTPLAN_PIPELINE_BENCHMARK(BM_Request, balanced_8, Shape::kResidual, BALANCED, 8);
+PARTPLAN_PIPELINE_BENCHMARK(BM_Request, fairscale_8, Shape::kResidual, FAIRSCALE, 8);
+
+}  // namespace
+}  // namespace partplan
+
+BENCHMARK_MAIN();
