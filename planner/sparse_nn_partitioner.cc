@@ -8,42 +8,50 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "planner/status_util.h"
 
 namespace partplan {
 namespace {
 
 // Which call_module targets torch.fx's is_embedding_node accepts.
+//
+// torch.fx walks the target's atoms from the root module and answers yes at
+// the first module that prints "Embedding", i.e. that is an embedding or
+// holds one. Each prefix it visits holds the next, so if any prefix holds
+// an embedding module, the first atom does: the question is whether the
+// target's first atom is the first atom of some embedding module's
+// qualified name. (Targets are looked at with leading dots dropped, as the
+// prefix walk did.) That is O(length) per node and per module; marking every
+// prefix of every name and hashing every prefix of every target was
+// quadratic in the number of atoms, in time and memory.
 class EmbeddingModules {
  public:
   explicit EmbeddingModules(const v1::Graph& graph) {
-    // A module prints "Embedding" when it or a module below it is one:
-    // mark every embedding module and all of its ancestors.
     for (const v1::Module& module : graph.modules()) {
       if (!absl::StrContains(module.module_type(), "Embedding")) continue;
-      absl::string_view name = module.qualified_name();
-      while (!name.empty()) {
-        marked_.insert(std::string(name));
-        const size_t dot = name.rfind('.');
-        name = dot == absl::string_view::npos ? absl::string_view() : name.substr(0, dot);
-      }
+      const absl::string_view first = FirstAtom(module.qualified_name());
+      if (!first.empty()) first_atoms_.insert(first);
     }
   }
 
   bool IsEmbedding(const v1::Node& node) const {
     if (node.op() != v1::CALL_MODULE) return false;
     if (absl::StrContains(node.module_type(), "Embedding")) return true;
-    std::string prefix;
-    for (absl::string_view atom : absl::StrSplit(node.target(), '.')) {
-      if (!prefix.empty()) prefix.push_back('.');
-      absl::StrAppend(&prefix, atom);
-      if (marked_.contains(prefix)) return true;
+    absl::string_view target = node.target();
+    while (absl::ConsumePrefix(&target, ".")) {
     }
-    return false;
+    const absl::string_view first = FirstAtom(target);
+    return !first.empty() && first_atoms_.contains(first);
   }
 
  private:
-  absl::flat_hash_set<std::string> marked_;
+  static absl::string_view FirstAtom(absl::string_view name) {
+    return name.substr(0, name.find('.'));
+  }
+
+  // Views into the graph's module names, which outlive this object.
+  absl::flat_hash_set<absl::string_view> first_atoms_;
 };
 
 // Partitions being merged, in torch.fx's list order, with stable handles.

@@ -4,8 +4,11 @@
 #include "planner/partitioner.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/entry_points.h"
@@ -219,6 +222,66 @@ TEST(SparseNnTest, GraphsWithoutEmbeddingsArePlacedBestFit) {
   EXPECT_EQ(plan->partitions(1).memory_bytes(), 80);
   EXPECT_THAT(Ids(plan->partitions(0).logical_device_ids()), ElementsAre(0));
   EXPECT_THAT(Ids(plan->partitions(1).logical_device_ids()), ElementsAre(1));
+}
+
+// x(1) -> e1(40), e2(40) -> a(10) on two devices of 55: e1 and e2 are
+// call_module nodes with the given targets, and the model's modules are
+// listed; outputs are 1 byte.
+v1::PartitionGraphRequest TwoLookups(const std::string& target_1, const std::string& target_2) {
+  v1::PartitionGraphRequest request = Request(TestGraph()
+                                                  .Placeholder("x", 1)
+                                                  .Module("e1", {"x"}, 40, 1)
+                                                  .Module("e2", {"x"}, 40, 1)
+                                                  .Op("a", {"e1", "e2"}, 10, 1)
+                                                  .Output({"a"})
+                                                  .Build(),
+                                              {55, 55});
+  request.mutable_graph()->mutable_nodes(1)->set_target(target_1);
+  request.mutable_graph()->mutable_nodes(2)->set_target(target_2);
+  for (const auto& [name, type] : std::vector<std::pair<std::string, std::string>>{
+           {"", "Model"}, {"tables", "torch.nn.ModuleList"},
+           {"tables.0", "torch.nn.EmbeddingBag"}, {"tables.1", "torch.nn.Linear"}}) {
+    v1::Module* module = request.mutable_graph()->add_modules();
+    module->set_qualified_name(name);
+    module->set_module_type(type);
+  }
+  request.mutable_config()->set_mode(v1::PartitionerConfig::SPARSE_NN);
+  return request;
+}
+
+// torch.fx asks whether the module at each prefix of the target prints
+// "Embedding"; `tables` holds an EmbeddingBag, so both lookups count, even
+// tables.1 (a Linear). The embedding partitions get a device each and the
+// dense partition runs on both.
+TEST(SparseNnTest, ATargetUnderAModuleHoldingAnEmbeddingIsAnEmbedding) {
+  absl::StatusOr<v1::PartitionPlan> plan =
+      Partition(TwoLookups("tables.0.lookup", "tables.1"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->partitions_size(), 3);
+  EXPECT_THAT(Names(plan->partitions(2).nodes()), ElementsAre("a"));
+  EXPECT_THAT(Ids(plan->partitions(2).logical_device_ids()), ElementsAre(0, 1));
+}
+
+TEST(SparseNnTest, OnlyWholeAtomsMatch) {
+  absl::StatusOr<v1::PartitionPlan> plan =
+      Partition(TwoLookups("tablesX.0.lookup", "table.1"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // No embedding: x, e1 | x, e2, a, placed best fit, one device each.
+  ASSERT_EQ(plan->partitions_size(), 2);
+  EXPECT_THAT(Names(plan->partitions(1).nodes()), ElementsAre("x", "e2", "a"));
+  EXPECT_THAT(Ids(plan->partitions(1).logical_device_ids()), ElementsAre(1));
+}
+
+// Targets of 200k atoms: looking each prefix up was quadratic in the
+// number of atoms (seconds per node, without polling the deadline).
+TEST(SparseNnTest, EmbeddingLookupIsLinearInTheTargetLength) {
+  std::string target = "m";
+  for (int i = 0; i < 200000; ++i) target += ".m";
+  const absl::Time start = absl::Now();
+  absl::StatusOr<v1::PartitionPlan> plan = Partition(TwoLookups(target, target));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->partitions_size(), 2);
 }
 
 TEST(SizeBasedTest, StopsWhenCancelled) {
