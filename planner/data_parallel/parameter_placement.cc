@@ -284,9 +284,9 @@ class ParameterPlacer {
                                   groups_[g].full_bytes, " bytes) saves ", groups_[g].saving(),
                                   " bytes per device, and the plan needs ", planned, " bytes"));
       } else {
-        NoteGroup(g, absl::StrCat("MEMORY_AWARE: replicated: with the groups chosen for "
-                                  "sharding, a device needs ",
-                                  planned, " of the ", device));
+        NoteGroup(g, absl::StrCat("MEMORY_AWARE: replicated: ", need, ", above the ", device,
+                                  "; the groups chosen for sharding bring it to ", planned,
+                                  " bytes, so this one stays whole"));
       }
     }
     return absl::OkStatus();
