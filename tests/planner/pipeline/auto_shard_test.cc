@@ -3,6 +3,7 @@
 #include "planner/pipeline/auto_shard.h"
 
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -255,6 +256,9 @@ struct BadModulesCase {
   std::string field;
   std::string message;
 };
+
+// Failure messages name the case instead of dumping its bytes.
+void PrintTo(const BadModulesCase& c, std::ostream* os) { *os << c.name; }
 
 class BadModulesTest : public ::testing::TestWithParam<BadModulesCase> {};
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -196,6 +197,9 @@ struct InfeasibleCase {
   std::vector<int64_t> memory;
   std::string message;
 };
+
+// Failure messages name the case instead of dumping its bytes.
+void PrintTo(const InfeasibleCase& c, std::ostream* os) { *os << c.name; }
 
 class InfeasibleTest : public ::testing::TestWithParam<InfeasibleCase> {};
 
@@ -402,6 +406,100 @@ TEST(BalancedStagesTest, EqualsExhaustiveSearchOnRandomGraphs) {
   EXPECT_LT(feasible, 2700);
 }
 
+// On graphs too large for exhaustive search, a plain O(K n^2) dynamic
+// program over the same StageModel (whose figures the exhaustive test
+// checks): least bottleneck, then fewest crossing bytes within it.
+Evaluation QuadraticProgram(const Pipeline& pipeline, const std::vector<double>& work,
+                            const std::vector<StageDevice>& devices) {
+  const StageModel& model = pipeline.model();
+  const int32_t n = model.num_items();
+  const int k = static_cast<int>(devices.size());
+  const StageTimes times(work, devices);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  auto allowed = [&](int s, int32_t i, int32_t j) {
+    return model.StageMemoryBytes(i, j) <= devices[s].memory_bytes;
+  };
+  std::vector<double> f(n + 1, kInf);
+  f[0] = 0;
+  for (int s = 0; s < k; ++s) {
+    std::vector<double> next(n + 1, kInf);
+    for (int32_t j = 1; j <= n; ++j) {
+      for (int32_t i = 0; i < j; ++i) {
+        if (f[i] < kInf && allowed(s, i, j)) {
+          next[j] = std::min(next[j], std::max(f[i], times.Time(s, i, j)));
+        }
+      }
+    }
+    f.swap(next);
+  }
+  Evaluation best;
+  if (f[n] == kInf) return best;
+  best.fits = true;
+  best.bottleneck = f[n];
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> g(n + 1, kNone);
+  g[0] = 0;
+  for (int s = 0; s < k; ++s) {
+    std::vector<int64_t> next(n + 1, kNone);
+    for (int32_t j = 1; j <= n; ++j) {
+      for (int32_t i = 0; i < j; ++i) {
+        if (g[i] == kNone || !allowed(s, i, j) || times.Time(s, i, j) > best.bottleneck) continue;
+        next[j] = std::min(next[j], g[i] + (i > 0 ? model.LiveBytes(i) : 0));
+      }
+    }
+    g.swap(next);
+  }
+  best.crossing_bytes = g[n];
+  return best;
+}
+
+TEST(BalancedStagesTest, EqualsAQuadraticProgramOnLargerGraphs) {
+  std::mt19937 rng(99);
+  auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int feasible = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    // A residual-like chain with random skips, work and sizes.
+    GraphBuilder b;
+    b.Placeholder("x", uniform(1, 50));
+    const int n = uniform(20, 120);
+    std::vector<double> work;
+    int64_t total = 0;
+    for (int i = 0; i < n; ++i) {
+      std::vector<std::string> args = {i == 0 ? "x" : absl::StrCat("v", i - 1)};
+      if (i > 2 && uniform(0, 3) == 0) args.push_back(absl::StrCat("v", uniform(0, i - 2)));
+      const int64_t output = uniform(1, 40);
+      const int64_t size = output + uniform(0, 200);
+      total += size;
+      b.Function(absl::StrCat("v", i), args, size, output);
+      // Mostly even work, sometimes a heavy node or none.
+      const int kind = uniform(0, 9);
+      work.push_back(kind == 0 ? 0 : kind == 1 ? uniform(50, 200) : uniform(8, 12));
+    }
+    b.Output({absl::StrCat("v", n - 1)});
+    const Pipeline pipeline(b.graph());
+    const int k = uniform(1, 8);
+    std::vector<StageDevice> devices;
+    for (int s = 0; s < k; ++s) {
+      devices.push_back(StageDevice{absl::StrCat("dev", s),
+                                    total * uniform(5, 20) / (10 * k) + uniform(0, 100),
+                                    static_cast<double>(uniform(1, 4))});
+    }
+    SCOPED_TRACE(absl::StrCat("trial ", trial, ": n ", n, ", k ", k));
+    const Evaluation reference = QuadraticProgram(pipeline, work, devices);
+    const absl::StatusOr<StagePlan> plan = Plan(pipeline, work, devices);
+    if (!reference.fits) {
+      EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+      continue;
+    }
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->bottleneck, reference.bottleneck);
+    EXPECT_EQ(plan->crossing_bytes, reference.crossing_bytes);
+    ++feasible;
+  }
+  EXPECT_GT(feasible, 40);
+  EXPECT_LT(feasible, 140);
+}
+
 // ---------------------------------------------------------------------------
 // Greedy references, each in a few lines, on chains (where memory and
 // crossing bytes do not matter): their cuts, then their slowest stage on
@@ -531,6 +629,9 @@ struct GreedyCase {
   double greedy_bottleneck;
   double optimal_bottleneck;
 };
+
+// Failure messages name the case instead of dumping its bytes.
+void PrintTo(const GreedyCase& c, std::ostream* os) { *os << c.name; }
 
 class GreedyReferenceTest : public ::testing::TestWithParam<GreedyCase> {};
 

@@ -3,6 +3,7 @@
 #include "planner/pipeline/pipeline_graph.h"
 
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,9 @@ struct BadPipelineCase {
   std::string field;
   std::string message;
 };
+
+// Failure messages name the case instead of dumping its bytes.
+void PrintTo(const BadPipelineCase& c, std::ostream* os) { *os << c.name; }
 
 class BadPipelineTest : public ::testing::TestWithParam<BadPipelineCase> {};
 

@@ -3,6 +3,7 @@
 #include "planner/pipeline/shard_graph.h"
 
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -179,6 +180,9 @@ struct BadRequestCase {
   std::string field;  // for INVALID_ARGUMENT
   std::string message;
 };
+
+// Failure messages name the case instead of dumping its bytes.
+void PrintTo(const BadRequestCase& c, std::ostream* os) { *os << c.name; }
 
 class BadRequestTest : public ::testing::TestWithParam<BadRequestCase> {};
 
