@@ -318,6 +318,28 @@ class GraphBuilder {
       return InvalidFieldError(at.Str(".size_bytes"),
                                "the graph's total size overflows 64 bits");
     }
+    // Planners add up more than the graph's total: a partition's memory
+    // counts every input it reads from outside once per node reading it
+    // (torch.fx's used_mem_bytes), and a device adds up its partitions. All
+    // those sums are at most every node's total plus, per edge, the input's
+    // total (graph inputs, which partitions copy in) or output size; keeping
+    // that within 64 bits keeps every sum the planners make from
+    // overflowing. (The OUTPUT node is in no partition.)
+    if (AddOverflows(counted_bytes_, total, &counted_bytes_)) {
+      return InvalidFieldError(at.Str(".size_bytes"), kCountedBytesOverflow);
+    }
+    const int64_t end = node.op() == v1::OUTPUT ? result_.input_offsets_[v]
+                                                : result_.input_offsets_[v + 1];
+    for (int64_t e = result_.input_offsets_[v]; e < end; ++e) {
+      const NodeId u = result_.input_ids_[e];
+      const int64_t counted = result_.is_input_node(u) ? result_.total_bytes_[u]
+                                                       : result_.output_bytes_[u];
+      if (AddOverflows(counted_bytes_, counted, &counted_bytes_)) {
+        return InvalidFieldError(
+            at.Str(), absl::StrCat("node '", node.name(), "' reads '", graph_.nodes(u).name(),
+                                   "': ", kCountedBytesOverflow));
+      }
+    }
     result_.total_bytes_.push_back(total);
     result_.output_bytes_.push_back(output);
     return absl::OkStatus();
@@ -383,6 +405,11 @@ class GraphBuilder {
   std::vector<NodeId> first_use_stamp_;  // last node that referenced u
   NodeId output_node_ = -1;
   int64_t total_values_ = 0;
+  // Every node's total size plus, per edge, what a partition counts for it.
+  int64_t counted_bytes_ = 0;
+  static constexpr char kCountedBytesOverflow[] =
+      "the sizes overflow 64 bits as partitions count them (each node's total_bytes, plus "
+      "each input's size once per node reading it)";
 };
 
 absl::StatusOr<CompactGraph> ImportGraph(const v1::Graph& graph, const InputLimits& limits,

@@ -133,6 +133,36 @@ TEST(ImportGraphTest, ManyKeywordArgumentsAreCheckedInLinearTime) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("duplicate keyword argument 'k7'"));
 }
 
+// A partition counts an input once per node reading it, so sizes whose
+// total fits 64 bits can still make a partition's memory overflow: a is
+// 2^62 bytes and b, c, d read it, all in one partition (AOT_BASED takes any
+// such assignment). Import refuses such sizes, naming the reader that
+// crosses the bound.
+TEST(ImportGraphTest, SizesAsPartitionsCountThemMustFit64Bits) {
+  constexpr int64_t kHuge = int64_t{1} << 62;
+  const v1::Graph fits = TestGraph()
+                             .Placeholder("x", 1)
+                             .Op("a", {"x"}, kHuge, kHuge)
+                             .Op("b", {"x"}, 1, 1)
+                             .Output({"a", "b"})
+                             .Build();
+  CancellationToken token;
+  EXPECT_TRUE(ImportGraph(fits, InputLimits(), token).ok());
+
+  const v1::Graph overflows = TestGraph()
+                                  .Placeholder("x", 1)
+                                  .Op("a", {"x"}, kHuge, kHuge)
+                                  .Op("b", {"a"}, 1, 1)
+                                  .Op("c", {"a"}, 1, 1)
+                                  .Op("d", {"a"}, 1, 1)
+                                  .Output({"b", "c", "d"})
+                                  .Build();
+  const absl::Status status = ImportGraph(overflows, InputLimits(), token).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InvalidFieldPath(status), "graph.nodes[2]") << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("node 'b' reads 'a'"));
+}
+
 // One malformed graph: how to break a valid one, and the error expected.
 struct BadGraphCase {
   std::string name;
