@@ -110,6 +110,11 @@ absl::Status ShardGraph(const v1::ShardGraphRequest& request, const InputLimits&
                         const CancellationToken& token, v1::ShardGraphResponse* response) {
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
                             ImportGraph(request.graph(), limits, token));
+  // BALANCED reads the inventory; hold it to the server's limits
+  // (--max_devices) before the planner imports it.
+  if (request.config().mode() == v1::ShardConfig::BALANCED) {
+    PARTPLAN_RETURN_IF_ERROR(ImportDevices(request.devices(), limits).status());
+  }
   return ShardGraphPlan(graph, request, token, response);
 }
 
@@ -131,8 +136,11 @@ absl::Status Plan(const v1::PlanRequest& request, const InputLimits& limits,
   if (request.planner_case() == v1::PlanRequest::kShard) {
     return RunShardPlanner(request, limits, token, response->mutable_plan());
   }
-  return RunPartitioner(request.graph(), request.devices(), request.partitioner(), limits, token,
-                        response->mutable_plan());
+  // The partitioner names its options `config` (PartitionGraphRequest's
+  // field); here they are `partitioner`.
+  return WithFieldPrefix(RunPartitioner(request.graph(), request.devices(), request.partitioner(),
+                                        limits, token, response->mutable_plan()),
+                         "config", "partitioner");
 }
 
 absl::Status Validate(const v1::ValidateRequest& request, const InputLimits& limits,

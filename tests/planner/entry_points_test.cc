@@ -1,0 +1,70 @@
+// The entry points' own duties around the planners: the server's input
+// limits reach every planner, and errors name the request's own fields.
+#include "planner/entry_points.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "planner/status_util.h"
+#include "tests/planner/test_graphs.h"
+
+namespace partplan {
+namespace {
+
+v1::Graph Chain() {
+  return TestGraph()
+      .Placeholder("x", 10)
+      .Op("a", {"x"}, 50, 10)
+      .Op("b", {"a"}, 50, 10)
+      .Output({"b"})
+      .Build();
+}
+
+std::string FieldOf(const absl::Status& status) { return InvalidFieldPath(status).value_or(""); }
+
+// Plan's partitioner options are its `partitioner` field, not `config`.
+TEST(EntryPointsTest, PlanNamesItsPartitionerField) {
+  v1::PlanRequest request;
+  *request.mutable_graph() = Chain();
+  *request.mutable_devices() = TestDevices({1000});
+  request.mutable_partitioner()->set_mode(static_cast<v1::PartitionerConfig::Mode>(42));
+  CancellationToken token;
+  v1::PlanResponse response;
+  EXPECT_EQ(FieldOf(Plan(request, InputLimits(), token, &response)), "partitioner.mode");
+
+  v1::PartitionerConfig& config = *request.mutable_partitioner();
+  config.set_mode(v1::PartitionerConfig::AOT_BASED);
+  config.add_partition_devices()->set_partition(0);
+  config.add_node_partitions()->set_node("a");
+  config.add_node_partitions()->set_node("ghost");
+  EXPECT_EQ(FieldOf(Plan(request, InputLimits(), token, &response)),
+            "partitioner.node_partitions[1].node");
+
+  // PartitionGraph keeps `config`.
+  v1::PartitionGraphRequest partition;
+  *partition.mutable_graph() = request.graph();
+  *partition.mutable_devices() = request.devices();
+  *partition.mutable_config() = config;
+  v1::PartitionGraphResponse partition_response;
+  EXPECT_EQ(FieldOf(PartitionGraph(partition, InputLimits(), token, &partition_response)),
+            "config.node_partitions[1].node");
+}
+
+// BALANCED stages take the inventory: --max_devices holds for it too.
+TEST(EntryPointsTest, BalancedShardsHoldTheDeviceLimit) {
+  v1::ShardGraphRequest request;
+  *request.mutable_graph() = Chain();
+  request.mutable_config()->set_mode(v1::ShardConfig::BALANCED);
+  request.mutable_config()->set_shard_count(3);
+  *request.mutable_devices() = TestDevices({1000, 1000, 1000});
+  InputLimits limits;
+  limits.max_devices = 2;
+  CancellationToken token;
+  v1::ShardGraphResponse response;
+  const absl::Status status = ShardGraph(request, limits, token, &response);
+  EXPECT_EQ(FieldOf(status), "devices.devices") << status;
+  EXPECT_NE(status.message().find("--max_devices"), absl::string_view::npos) << status;
+}
+
+}  // namespace
+}  // namespace partplan
