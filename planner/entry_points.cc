@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "planner/data_parallel/data_parallel_plan.h"
 #include "planner/device_mapping.h"
 #include "planner/devices.h"
 #include "planner/graph_import.h"
@@ -86,11 +87,6 @@ absl::Status RunShardPlanner(const v1::PlanRequest& request, const InputLimits& 
   return absl::OkStatus();
 }
 
-absl::Status NotYet(absl::string_view rpc) {
-  return absl::UnimplementedError(
-      absl::StrCat(rpc, " is part of the API but not implemented by this server yet"));
-}
-
 }  // namespace
 
 absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const InputLimits& limits,
@@ -126,9 +122,13 @@ absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
   return BuildPipelineGraphPlan(graph, request, token, response);
 }
 
-absl::Status PlanDataParallel(const v1::PlanDataParallelRequest&, const InputLimits&,
-                              const CancellationToken&, v1::PlanDataParallelResponse*) {
-  return NotYet("PlanDataParallel");
+absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
+                              const InputLimits& limits, const CancellationToken& token,
+                              v1::PlanDataParallelResponse* response) {
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
+                            ImportGraph(request.graph(), limits, token));
+  PARTPLAN_ASSIGN_OR_RETURN(*response, PlanDataParallelPlan(graph, request, token));
+  return absl::OkStatus();
 }
 
 absl::Status Plan(const v1::PlanRequest& request, const InputLimits& limits,
