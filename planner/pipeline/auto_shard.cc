@@ -36,22 +36,20 @@ absl::Status WrongShardCount(const CompactGraph& graph, const ParameterCharges& 
                              const AutoShardOptions& options, const AutoShardResult& result,
                              int merge_count, const ShardMerge& first_merge) {
   const int32_t made = static_cast<int32_t>(result.first_node.size());
-  std::string message =
-      absl::StrCat("auto_shard makes ", made, " shards, not the ", options.shard_count,
-                   " asked for with exact: ");
+  std::string message = absl::StrCat("auto_shard makes ", made, " shards, not the ",
+                                     options.shard_count, " asked for with exact: ");
   if (made < options.shard_count) {
     if (merge_count > 0) {
-      absl::StrAppend(&message, merge_count, " skip connection",
-                      merge_count == 1 ? "" : "s", " merged shards, the first from ",
-                      NodeLabel(graph, first_merge.source), " to ",
-                      NodeLabel(graph, first_merge.reader), ", which merged shards ",
+      absl::StrAppend(&message, merge_count, " skip connection", merge_count == 1 ? "" : "s",
+                      " merged shards, the first from ", NodeLabel(graph, first_merge.source),
+                      " to ", NodeLabel(graph, first_merge.reader), ", which merged shards ",
                       first_merge.into, " to ", first_merge.last, " back into shard ",
                       first_merge.into, "; ");
     }
     absl::StrAppend(&message, "a shard closes only once it holds more than total // shard_count = ",
                     charges.model_total, " // ", options.shard_count, " = ", result.target,
-                    " parameters, and the shards hold [",
-                    absl::StrJoin(result.parameters, ", "), "]");
+                    " parameters, and the shards hold [", absl::StrJoin(result.parameters, ", "),
+                    "]");
   } else {
     int64_t charged = 0;
     for (int64_t p : result.parameters) charged += p;
@@ -64,7 +62,7 @@ absl::Status WrongShardCount(const CompactGraph& graph, const ParameterCharges& 
       const std::string& target = graph.source().nodes(v).target();
       auto [it, inserted] = first_call.try_emplace(target, v);
       if (!inserted) {
-        absl::StrAppend(&message, ": a module called by several nodes is charged at every call, "
+        absl::StrAppend(&message, ": a module called by several nodes is charged at every call, ",
                         "e.g. '", target, "' by ", NodeLabel(graph, it->second), " and ",
                         NodeLabel(graph, v));
         break;
@@ -98,10 +96,10 @@ absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& grap
     const v1::Module& module = source.modules(i);
     const std::string at = absl::StrCat("graph.modules[", i, "]");
     if (auto [it, inserted] = index_of.try_emplace(module.qualified_name(), i); !inserted) {
-      return InvalidFieldError(absl::StrCat(at, ".qualified_name"),
-                               absl::StrCat("module '", module.qualified_name(),
-                                            "' is listed twice (first as modules[", it->second,
-                                            "])"));
+      return InvalidFieldError(
+          absl::StrCat(at, ".qualified_name"),
+          absl::StrCat("module '", module.qualified_name(), "' is listed twice (first as modules[",
+                       it->second, "])"));
     }
     if (module.parameter_count() < 0) {
       return InvalidFieldError(absl::StrCat(at, ".parameter_count"), "must not be negative");

@@ -30,8 +30,7 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
 // as the stage grows at either end.
 class StageRule {
  public:
-  StageRule(const StageModel& model, const StageTimes& times,
-            absl::Span<const StageDevice> devices)
+  StageRule(const StageModel& model, const StageTimes& times, absl::Span<const StageDevice> devices)
       : model_(model), times_(times), devices_(devices) {}
 
   bool Allowed(int s, int32_t begin, int32_t end, double time_limit) const {
@@ -116,7 +115,7 @@ class BandRow {
   }
   T Get(int32_t end) const {
     return end < lo_ || end >= lo_ + static_cast<int32_t>(values_.size()) ? unreached_
-                                                                            : values_[end - lo_];
+                                                                          : values_[end - lo_];
   }
   void Set(int32_t end, T value) { values_[end - lo_] = value; }
 
@@ -251,10 +250,9 @@ class BalancedStagePlanner {
         const NodeId v = model_.item(i);
         return absl::FailedPreconditionError(absl::StrCat(
             "node '", model_.graph().name(v), "' (graph.nodes[", v, "]) needs ", alone,
-            " bytes as a stage of its own (", model_.graph().total_bytes(v),
-            " of its own and ", model_.LiveBytes(i), " of values live into it), more than the ",
-            "largest device, '", devices_[largest].name, "', has (",
-            devices_[largest].memory_bytes, " bytes)"));
+            " bytes as a stage of its own (", model_.graph().total_bytes(v), " of its own and ",
+            model_.LiveBytes(i), " of values live into it), more than the largest device, '",
+            devices_[largest].name, "', has (", devices_[largest].memory_bytes, " bytes)"));
       }
     }
     // With stages allowed to stay empty, each device taking as many items as
@@ -269,9 +267,9 @@ class BalancedStagePlanner {
     if (reach < n_) {
       const NodeId v = model_.item(reach);
       return absl::FailedPreconditionError(absl::StrCat(
-          "the ", k_, " devices' memory, taken in pipeline order, holds at most the first ",
-          reach, " of the ", n_, " nodes to place: node '", model_.graph().name(v),
-          "' (graph.nodes[", v, "]) and the rest are left over"));
+          "the ", k_, " devices' memory, taken in pipeline order, holds at most the first ", reach,
+          " of the ", n_, " nodes to place: node '", model_.graph().name(v), "' (graph.nodes[", v,
+          "]) and the rest are left over"));
     }
     return absl::FailedPreconditionError(absl::StrCat(
         "the ", n_, " nodes fit the ", k_, " devices' memory in pipeline order only if some ",
@@ -386,14 +384,13 @@ StageTimes::StageTimes(absl::Span<const double> work, absl::Span<const StageDevi
   for (const StageDevice& device : devices) speed_.push_back(device.speed);
 }
 
-absl::StatusOr<StagePlan> PlanBalancedStages(const StageModel& model,
-                                             absl::Span<const double> work,
+absl::StatusOr<StagePlan> PlanBalancedStages(const StageModel& model, absl::Span<const double> work,
                                              absl::Span<const StageDevice> devices,
                                              const CancellationToken& token) {
   if (devices.empty() || static_cast<int64_t>(work.size()) != model.num_items()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("balanced stages: ", work.size(), " work entries for ", model.num_items(),
-                     " items and ", devices.size(), " devices"));
+    return absl::InvalidArgumentError(absl::StrCat("balanced stages: ", work.size(),
+                                                   " work entries for ", model.num_items(),
+                                                   " items and ", devices.size(), " devices"));
   }
   const int k = static_cast<int>(devices.size());
   if (model.num_items() < k) {
@@ -405,8 +402,7 @@ absl::StatusOr<StagePlan> PlanBalancedStages(const StageModel& model,
   }
   const StageTimes times(work, devices);
   BalancedStagePlanner planner(model, times, devices, token);
-  PARTPLAN_ASSIGN_OR_RETURN(const double bottleneck,
-                            planner.LeastBottleneck(planner.UpperBound()));
+  PARTPLAN_ASSIGN_OR_RETURN(const double bottleneck, planner.LeastBottleneck(planner.UpperBound()));
   if (bottleneck == kInfinity) return planner.Infeasible();
   StagePlan plan;
   PARTPLAN_ASSIGN_OR_RETURN(plan.cuts, planner.FewestCrossingCuts(bottleneck));

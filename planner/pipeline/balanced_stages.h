@@ -134,8 +134,7 @@ struct StagePlan {
 
 // `work` has one entry per item of `model`, finite and not negative, with a
 // finite sum; `devices` is not empty. See above for the errors.
-absl::StatusOr<StagePlan> PlanBalancedStages(const StageModel& model,
-                                             absl::Span<const double> work,
+absl::StatusOr<StagePlan> PlanBalancedStages(const StageModel& model, absl::Span<const double> work,
                                              absl::Span<const StageDevice> devices,
                                              const CancellationToken& token);
 

@@ -83,9 +83,9 @@ class PipelineGraphBuilder {
     }
     for (int i = 0; i < request_.workers_size(); ++i) {
       if (!worker_of_[request_.workers(i).target()].used) {
-        return InvalidFieldError(absl::StrCat("workers[", i, "].target"),
-                                 absl::StrCat("no call_module node calls module '",
-                                              request_.workers(i).target(), "'"));
+        return InvalidFieldError(
+            absl::StrCat("workers[", i, "].target"),
+            absl::StrCat("no call_module node calls module '", request_.workers(i).target(), "'"));
       }
     }
     return absl::OkStatus();
@@ -110,10 +110,10 @@ class PipelineGraphBuilder {
       }
       auto [it, inserted] = worker_of_.try_emplace(worker.target(), WorkerEntry{i, false});
       if (!inserted) {
-        return InvalidFieldError(absl::StrCat(at, ".target"),
-                                 absl::StrCat("module '", worker.target(),
-                                              "' has a worker already (workers[",
-                                              it->second.index, "])"));
+        return InvalidFieldError(
+            absl::StrCat(at, ".target"),
+            absl::StrCat("module '", worker.target(), "' has a worker already (workers[",
+                         it->second.index, "])"));
       }
     }
     return absl::OkStatus();
@@ -123,8 +123,8 @@ class PipelineGraphBuilder {
     if (node.kwargs_size() > 0) {
       return InvalidFieldError(
           absl::StrCat(at, ".kwargs[0]"),
-          absl::StrCat("pipeline module ", NodeLabel(graph_, v),
-                       " takes keyword argument '", node.kwargs(0).name(),
+          absl::StrCat("pipeline module ", NodeLabel(graph_, v), " takes keyword argument '",
+                       node.kwargs(0).name(),
                        "'; pipeline modules take positional arguments only (fairscale drops "
                        "keyword arguments)"));
     }
@@ -172,10 +172,10 @@ class PipelineGraphBuilder {
     }
     const NodeId u = graph_.Find(node.args(0).node());
     if (!source_of_[u].has_module_output() || source_of_[u].module_output().has_output_index()) {
-      return InvalidFieldError(absl::StrCat(at, ".args[0]"),
-                               absl::StrCat("getitem ", NodeLabel(graph_, v), " reads ",
-                                            NodeLabel(graph_, u),
-                                            ", which is not a pipeline module's output"));
+      return InvalidFieldError(
+          absl::StrCat(at, ".args[0]"),
+          absl::StrCat("getitem ", NodeLabel(graph_, v), " reads ", NodeLabel(graph_, u),
+                       ", which is not a pipeline module's output"));
     }
     const int64_t index = node.args(1).int_();
     if (index < 0 || index >= (int64_t{1} << 30)) {
@@ -192,7 +192,8 @@ class PipelineGraphBuilder {
   // of one output do not mix.
   absl::Status NoteRead(const v1::PipelineOutputRef& ref, NodeId reader, const std::string& at) {
     OutputReads& reads = reads_[ref.module()];
-    const std::string module = absl::StrCat("module '", response_.modules(ref.module()).node(), "'");
+    const std::string module =
+        absl::StrCat("module '", response_.modules(ref.module()).node(), "'");
     if (ref.has_output_index()) {
       if (reads.whole_reader >= 0) {
         return InvalidFieldError(

@@ -165,9 +165,9 @@ ShardOptions ShardOptions::FromConfig(const v1::ShardConfig& config) {
 absl::Status ShardOptions::CheckAndSetup() {
   if (mode == v1::ShardConfig::MODE_UNSPECIFIED) mode = v1::ShardConfig::FAIRSCALE;
   if (mode != v1::ShardConfig::FAIRSCALE && mode != v1::ShardConfig::BALANCED) {
-    return InvalidFieldError("config.mode",
-                             absl::StrCat("unknown shard mode ", static_cast<int>(mode),
-                                          "; use FAIRSCALE or BALANCED"));
+    return InvalidFieldError(
+        "config.mode",
+        absl::StrCat("unknown shard mode ", static_cast<int>(mode), "; use FAIRSCALE or BALANCED"));
   }
   if (shard_count <= 0) {
     return InvalidFieldError("config.shard_count",

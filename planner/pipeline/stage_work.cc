@@ -73,8 +73,8 @@ absl::StatusOr<StageWork> ChooseStageWork(const StageModel& model, const DeviceL
                        "for none (devices[",
                        scale ? 0 : d, "] gives one, devices[", without, "] does not)"));
     }
-    work.devices.push_back(StageDevice{devices[d].name, devices[d].available_memory_bytes,
-                                       scale ? throughput : 1.0});
+    work.devices.push_back(
+        StageDevice{devices[d].name, devices[d].available_memory_bytes, scale ? throughput : 1.0});
   }
   work.in_seconds = work.kind == WorkKind::kLatency || scale;
   return work;

@@ -7,8 +7,8 @@
 // `BM_Plan` times ShardGraphPlan on an imported graph, building the response
 // on a protobuf arena as the server does; `BM_Request` adds the import and
 // validation of the request, as the RPC does; `BM_BalancedStagesAlone` is
-// the balanced-stage algorithm without building a response. fairscale's `_split_nodes` takes 9.6 s at 1,002 nodes and is
-// cubic (shared/design/reference-planners.md).
+// the balanced-stage algorithm without building a response. fairscale's `_split_nodes` takes 9.6 s
+// at 1,002 nodes and is cubic (shared/design/reference-planners.md).
 //
 // On a residual stack every `add` reads the previous layer's `add`, which
 // is never the node right before it, so auto_shard merges everything into
@@ -80,7 +80,8 @@ struct Outcome {
   void Note(const v1::ShardGraphResponse& response) {
     shards = response.shards_size();
     bottleneck = 0;
-    for (const v1::Shard& shard : response.shards()) bottleneck = std::max(bottleneck, shard.cost());
+    for (const v1::Shard& shard : response.shards())
+      bottleneck = std::max(bottleneck, shard.cost());
   }
   void Report(benchmark::State& state, const v1::ShardGraphRequest& request) const {
     state.SetItemsProcessed(state.iterations() * request.graph().nodes_size());
@@ -161,11 +162,11 @@ void BM_Request(benchmark::State& state, Shape shape, v1::ShardConfig::Mode mode
   outcome.Report(state, request);
 }
 
-#define PARTPLAN_PIPELINE_BENCHMARK(function, name, shape, mode, stages)               \
-  BENCHMARK_CAPTURE(function, name, shape, v1::ShardConfig::mode, stages)              \
-      ->Arg(10000)                                                                     \
-      ->Arg(100000)                                                                    \
-      ->Arg(1000000)                                                                   \
+#define PARTPLAN_PIPELINE_BENCHMARK(function, name, shape, mode, stages)  \
+  BENCHMARK_CAPTURE(function, name, shape, v1::ShardConfig::mode, stages) \
+      ->Arg(10000)                                                        \
+      ->Arg(100000)                                                       \
+      ->Arg(1000000)                                                      \
       ->Unit(benchmark::kMillisecond)
 
 PARTPLAN_PIPELINE_BENCHMARK(BM_Plan, balanced_8, Shape::kResidual, BALANCED, 8);

@@ -50,8 +50,8 @@ Walk ShardWalk(const v1::Graph& proto, int32_t shard_count, bool exact = false) 
 }
 
 // x -> layers_0 -> ... -> layers_{n-1} -> output, `each` parameters per layer.
-GraphBuilder Chain(int n, int64_t each) {
-  GraphBuilder b;
+TestGraphBuilder Chain(int n, int64_t each) {
+  TestGraphBuilder b;
   b.Placeholder("x");
   b.AddModule("", n * each);
   b.AddModule("layers", n * each);
@@ -102,8 +102,8 @@ TEST(AutoShardTest, ExactAcceptsTheRightCount) {
 
 // x -> l0 (6) -> l1 (6) -> l2 (6) -> relu -> add(relu, <skip from l0>):
 // target 18 // 2 = 9, so shard 0 is l0, l1 and the skip merges shard 1 back.
-GraphBuilder SkipBlock() {
-  GraphBuilder b;
+TestGraphBuilder SkipBlock() {
+  TestGraphBuilder b;
   b.Placeholder("x");
   b.Module("l0", "l0", {"x"});
   b.Module("l1", "l1", {"l0"});
@@ -115,7 +115,7 @@ GraphBuilder SkipBlock() {
 }
 
 TEST(AutoShardTest, ThePreviousNodeIsTheNormalFlowNotASkip) {
-  GraphBuilder b = SkipBlock();
+  TestGraphBuilder b = SkipBlock();
   b.Function("add", {"relu", "l2"});  // l2 is in the current shard anyway
   b.Output({"add"});
   const Walk walk = ShardWalk(b.graph(), 2);
@@ -126,7 +126,7 @@ TEST(AutoShardTest, ThePreviousNodeIsTheNormalFlowNotASkip) {
 }
 
 TEST(AutoShardTest, APositionalSkipMergesTheShardsItBridges) {
-  GraphBuilder b = SkipBlock();
+  TestGraphBuilder b = SkipBlock();
   b.Function("add", {"relu", "l0"});
   b.Output({"add"});
   const Walk walk = ShardWalk(b.graph(), 2);
@@ -137,15 +137,15 @@ TEST(AutoShardTest, APositionalSkipMergesTheShardsItBridges) {
 
 // fairscale scans positional arguments only; these skips are found too.
 TEST(AutoShardTest, KeywordAndListSkipsMergeToo) {
-  GraphBuilder by_keyword = SkipBlock();
+  TestGraphBuilder by_keyword = SkipBlock();
   by_keyword.Function("add", {"relu"});
   by_keyword.Kwarg("add", "other", "l0");
   by_keyword.Output({"add"});
-  GraphBuilder by_list = SkipBlock();
+  TestGraphBuilder by_list = SkipBlock();
   by_list.Function("cat", {});
   by_list.ListArg("cat", {"relu", "l0"});
   by_list.Output({"cat"});
-  for (const GraphBuilder* b : {&by_keyword, &by_list}) {
+  for (const TestGraphBuilder* b : {&by_keyword, &by_list}) {
     const Walk walk = ShardWalk(b->graph(), 2);
     ASSERT_TRUE(walk.result.ok()) << walk.result.status();
     EXPECT_THAT(walk.first_nodes, ElementsAre("x"));
@@ -153,7 +153,7 @@ TEST(AutoShardTest, KeywordAndListSkipsMergeToo) {
 }
 
 TEST(AutoShardTest, ExactNamesTheSkipConnectionThatMergedShards) {
-  GraphBuilder b = SkipBlock();
+  TestGraphBuilder b = SkipBlock();
   b.Function("add", {"relu", "l0"});
   b.Output({"add"});
   const Walk walk = ShardWalk(b.graph(), 2, /*exact=*/true);
@@ -168,7 +168,7 @@ TEST(AutoShardTest, ExactNamesTheSkipConnectionThatMergedShards) {
 TEST(AutoShardTest, AMergeCancelsAShardOpenedJustBefore) {
   // l1 passes the target; the next node reads l0 (shard 0, not the node
   // before it), so the shard about to open folds back into shard 0.
-  GraphBuilder b;
+  TestGraphBuilder b;
   b.Placeholder("x");
   b.Module("l0", "l0", {"x"});
   b.Module("l1", "l1", {"l0"});
@@ -188,7 +188,7 @@ TEST(AutoShardTest, EachCallIsChargedItsOwnModuleOnly) {
   // fairscale would charge the second call, node `layers_0_1`, all of
   // `layers` (the name's prefix before "_"), and get_attr `layers_1_weight`
   // all of `layers` too.
-  GraphBuilder b;
+  TestGraphBuilder b;
   b.Placeholder("x");
   b.Module("layers_0", "layers.0", {"x"});
   b.Module("layers_0_1", "layers.0", {"layers_0"});
@@ -207,7 +207,7 @@ TEST(AutoShardTest, EachCallIsChargedItsOwnModuleOnly) {
 TEST(AutoShardTest, ExactSaysWhyRepeatedCallsMadeMoreShards) {
   // fc is called five times, each call charged its 4 parameters: 20 charged
   // against a model of 8, so shards of 8 > 4 close every two calls.
-  GraphBuilder b;
+  TestGraphBuilder b;
   b.Placeholder("x");
   std::string previous = "x";
   for (int i = 0; i < 5; ++i) {
@@ -252,7 +252,7 @@ TEST(AutoShardTest, StopsWhenCancelled) {
 
 struct BadModulesCase {
   std::string name;
-  std::function<void(GraphBuilder&)> edit;
+  std::function<void(TestGraphBuilder&)> edit;
   std::string field;
   std::string message;
 };
@@ -263,7 +263,7 @@ void PrintTo(const BadModulesCase& c, std::ostream* os) { *os << c.name; }
 class BadModulesTest : public ::testing::TestWithParam<BadModulesCase> {};
 
 TEST_P(BadModulesTest, IsInvalidArgumentNamingTheField) {
-  GraphBuilder b = Chain(2, 3);
+  TestGraphBuilder b = Chain(2, 3);
   GetParam().edit(b);
   const Walk walk = ShardWalk(b.graph(), 2);
   ASSERT_FALSE(walk.result.ok());
@@ -275,22 +275,26 @@ TEST_P(BadModulesTest, IsInvalidArgumentNamingTheField) {
 INSTANTIATE_TEST_SUITE_P(
     AllChecks, BadModulesTest,
     ::testing::ValuesIn(std::vector<BadModulesCase>{
-        {"NoModules", [](GraphBuilder& b) { b.mutable_graph()->clear_modules(); },
+        {"NoModules", [](TestGraphBuilder& b) { b.mutable_graph()->clear_modules(); },
          "graph.modules", "the graph lists no modules"},
         {"NoRoot",
-         [](GraphBuilder& b) { b.mutable_graph()->mutable_modules(0)->set_qualified_name("r"); },
+         [](TestGraphBuilder& b) {
+           b.mutable_graph()->mutable_modules(0)->set_qualified_name("r");
+         },
          "graph.modules", "no root module"},
-        {"Twice", [](GraphBuilder& b) { b.AddModule("layers.1", 3); },
-         "graph.modules[4].qualified_name", "module 'layers.1' is listed twice (first as "
-                                            "modules[3])"},
+        {"Twice", [](TestGraphBuilder& b) { b.AddModule("layers.1", 3); },
+         "graph.modules[4].qualified_name",
+         "module 'layers.1' is listed twice (first as "
+         "modules[3])"},
         {"Negative",
-         [](GraphBuilder& b) { b.mutable_graph()->mutable_modules(2)->set_parameter_count(-1); },
+         [](TestGraphBuilder& b) {
+           b.mutable_graph()->mutable_modules(2)->set_parameter_count(-1);
+         },
          "graph.modules[2].parameter_count", "must not be negative"},
-        {"UnknownTarget",
-         [](GraphBuilder& b) { b.Find("layers_1")->set_target("layers.7"); },
+        {"UnknownTarget", [](TestGraphBuilder& b) { b.Find("layers_1")->set_target("layers.7"); },
          "graph.nodes[2].target", "module 'layers.7' is not in graph.modules"},
         {"Overflow",
-         [](GraphBuilder& b) {
+         [](TestGraphBuilder& b) {
            b.mutable_graph()->mutable_modules(2)->set_parameter_count(int64_t{1} << 62);
            b.mutable_graph()->mutable_modules(3)->set_parameter_count(int64_t{1} << 62);
            b.Find("layers_0")->set_target("layers.1");

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <random>
 #include <ostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -45,7 +45,7 @@ class Pipeline {
 
 // x -> n0 -> n1 -> ... -> output, each node `bytes` in total and output.
 v1::Graph ChainGraph(int n, int64_t bytes = 1) {
-  GraphBuilder b;
+  TestGraphBuilder b;
   b.Placeholder("x", bytes);
   std::string previous = "x";
   for (int i = 0; i < n; ++i) {
@@ -61,8 +61,8 @@ std::vector<StageDevice> Devices(const std::vector<int64_t>& memory,
                                  const std::vector<double>& speed = {}) {
   std::vector<StageDevice> devices;
   for (size_t s = 0; s < memory.size(); ++s) {
-    devices.push_back(StageDevice{absl::StrCat("dev", s), memory[s],
-                                  speed.empty() ? 1.0 : speed[s]});
+    devices.push_back(
+        StageDevice{absl::StrCat("dev", s), memory[s], speed.empty() ? 1.0 : speed[s]});
   }
   return devices;
 }
@@ -93,7 +93,7 @@ TEST(BalancedStagesTest, GivesTheFasterDeviceMoreWork) {
 // items as fit -- even capped to leave one item per later device --
 // misses it.
 TEST(BalancedStagesTest, FindsThePlanAGreedyProbeMisses) {
-  GraphBuilder b;
+  TestGraphBuilder b;
   b.Placeholder("p", 1);
   b.Function("x", {"p"}, 10, 1);
   b.Function("y", {"x"}, 10, 1);
@@ -124,8 +124,8 @@ TEST(BalancedStagesTest, FindsThePlanAGreedyProbeMisses) {
 
 // a -> b -> c with work 2, 0, 2 on two equal devices: cutting before b or
 // before c both give a bottleneck of 2; the cheaper cut wins.
-GraphBuilder TieGraph() {
-  GraphBuilder b;
+TestGraphBuilder TieGraph() {
+  TestGraphBuilder b;
   b.Placeholder("x", 1);
   b.Function("a", {"x"}, 100, 100);
   b.Function("b", {"a"}, 1, 1);
@@ -133,7 +133,7 @@ GraphBuilder TieGraph() {
 }
 
 TEST(BalancedStagesTest, AmongEqualBottlenecksCutsWhereFewestBytesCross) {
-  GraphBuilder b = TieGraph();
+  TestGraphBuilder b = TieGraph();
   b.Function("c", {"b"}, 1, 1);
   b.Output({"c"});
   const Pipeline pipeline(b.graph());
@@ -145,7 +145,7 @@ TEST(BalancedStagesTest, AmongEqualBottlenecksCutsWhereFewestBytesCross) {
 }
 
 TEST(BalancedStagesTest, CountsSkipConnectionsInTheCrossingBytes) {
-  GraphBuilder b = TieGraph();
+  TestGraphBuilder b = TieGraph();
   b.Function("c", {"b", "a"}, 1, 1);  // a skips over b
   b.Output({"c"});
   const Pipeline pipeline(b.graph());
@@ -160,12 +160,10 @@ TEST(BalancedStagesTest, MemoryForcesASlowerPlan) {
   // Work 1, 1, 1, 4 on equal speeds: [1 1 1] [4] is best, but device 1
   // holds only one small node.
   const Pipeline pipeline(ChainGraph(4, 10));
-  const absl::StatusOr<StagePlan> plan =
-      Plan(pipeline, {1, 1, 1, 4}, Devices({kPlenty, 20}));
+  const absl::StatusOr<StagePlan> plan = Plan(pipeline, {1, 1, 1, 4}, Devices({kPlenty, 20}));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_THAT(plan->cuts, ElementsAre(0, 3, 4));
-  const absl::StatusOr<StagePlan> tight =
-      Plan(pipeline, {1, 1, 1, 4}, Devices({kPlenty, 19}));
+  const absl::StatusOr<StagePlan> tight = Plan(pipeline, {1, 1, 1, 4}, Devices({kPlenty, 19}));
   EXPECT_EQ(tight.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
@@ -205,7 +203,7 @@ class InfeasibleTest : public ::testing::TestWithParam<InfeasibleCase> {};
 
 TEST_P(InfeasibleTest, IsFailedPreconditionWithTheReason) {
   const InfeasibleCase& c = GetParam();
-  GraphBuilder b;
+  TestGraphBuilder b;
   b.Placeholder("x", 1);
   std::string previous = "x";
   for (int i = 0; i < c.items; ++i) {
@@ -225,16 +223,28 @@ TEST_P(InfeasibleTest, IsFailedPreconditionWithTheReason) {
 INSTANTIATE_TEST_SUITE_P(
     Reasons, InfeasibleTest,
     ::testing::ValuesIn(std::vector<InfeasibleCase>{
-        {"FewerNodesThanStages", 2, {}, {100, 100, 100},
+        {"FewerNodesThanStages",
+         2,
+         {},
+         {100, 100, 100},
          "the graph has 2 nodes to place in stages (call_module, call_function, call_method and "
          "get_attr nodes), fewer than the 3 stages asked for"},
-        {"ANodeFitsNoDevice", 3, {10, 500, 10}, {100, 200},
+        {"ANodeFitsNoDevice",
+         3,
+         {10, 500, 10},
+         {100, 200},
          "node 'n1' (graph.nodes[2]) needs 501 bytes as a stage of its own (500 of its own and 1 "
          "of values live into it), more than the largest device, 'dev1', has (200 bytes)"},
-        {"TooLittleMemoryInAll", 4, {}, {25, 15},
+        {"TooLittleMemoryInAll",
+         4,
+         {},
+         {25, 15},
          "the 2 devices' memory, taken in pipeline order, holds at most the first 3 of the 4 "
          "nodes to place: node 'n3' (graph.nodes[4]) and the rest are left over"},
-        {"OnlyWithAnEmptyStage", 3, {10, 100, 10}, {200, 20, 20},
+        {"OnlyWithAnEmptyStage",
+         3,
+         {10, 100, 10},
+         {200, 20, 20},
          "fit the 3 devices' memory in pipeline order only if some device gets no stage"},
     }),
     [](const ::testing::TestParamInfo<InfeasibleCase>& info) { return info.param.name; });
@@ -336,7 +346,7 @@ RandomCase MakeRandomCase(std::mt19937& rng) {
     return names[uniform(0, static_cast<int>(names.size()) - 1)];
   };
   RandomCase c;
-  GraphBuilder b;
+  TestGraphBuilder b;
   std::vector<std::string> values;
   const int inputs = uniform(1, 2);
   for (int i = 0; i < inputs; ++i) {
@@ -459,7 +469,7 @@ TEST(BalancedStagesTest, EqualsAQuadraticProgramOnLargerGraphs) {
   int feasible = 0;
   for (int trial = 0; trial < 150; ++trial) {
     // A residual-like chain with random skips, work and sizes.
-    GraphBuilder b;
+    TestGraphBuilder b;
     b.Placeholder("x", uniform(1, 50));
     const int n = uniform(20, 120);
     std::vector<double> work;
@@ -654,19 +664,44 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::ValuesIn(std::vector<GreedyCase>{
         // One heavy layer at the end: the threshold is never passed before
         // it, so everything lands in one shard.
-        {"FairscaleThreshold", FairscaleThresholdCuts, {1, 1, 1, 1, 1, 1, 1, 1, 8}, {1, 1},
-         {0, 9}, 16, 8},
-        {"FairscaleThresholdUnequalDevices", FairscaleThresholdCuts, {4, 4, 4, 4}, {1, 3},
-         {0, 3, 4}, 12, 4},
+        {"FairscaleThreshold",
+         FairscaleThresholdCuts,
+         {1, 1, 1, 1, 1, 1, 1, 1, 8},
+         {1, 1},
+         {0, 9},
+         16,
+         8},
+        {"FairscaleThresholdUnequalDevices",
+         FairscaleThresholdCuts,
+         {4, 4, 4, 4},
+         {1, 3},
+         {0, 3, 4},
+         12,
+         4},
         // The least spread (10 - 4) is not the least maximum (9: [3] [7] [5 3 1]).
-        {"DeepSpeedPartitionBalanced", DeepSpeedBalancedCuts, {3, 7, 5, 3, 1}, {1, 1, 1},
-         {0, 2, 3, 5}, 10, 9},
-        {"DeepSpeedPartitionBalancedUnequalDevices", DeepSpeedBalancedCuts, {4, 4, 4, 4}, {1, 3},
-         {0, 2, 4}, 8, 4},
+        {"DeepSpeedPartitionBalanced",
+         DeepSpeedBalancedCuts,
+         {3, 7, 5, 3, 1},
+         {1, 1, 1},
+         {0, 2, 3, 5},
+         10,
+         9},
+        {"DeepSpeedPartitionBalancedUnequalDevices",
+         DeepSpeedBalancedCuts,
+         {4, 4, 4, 4},
+         {1, 3},
+         {0, 2, 4},
+         8,
+         4},
         // Normalised, [7 3 | 1 3] is [1.33 | 0.33]: within 1, so it stops.
         {"TorchgpipeBlockPartition", TorchgpipeBlockCuts, {7, 3, 1, 3}, {1, 1}, {0, 2, 4}, 10, 7},
-        {"TorchgpipeBlockPartitionUnequalDevices", TorchgpipeBlockCuts, {2, 2, 2, 2, 2, 2},
-         {1, 2, 3}, {0, 2, 4, 6}, 4, 2},
+        {"TorchgpipeBlockPartitionUnequalDevices",
+         TorchgpipeBlockCuts,
+         {2, 2, 2, 2, 2, 2},
+         {1, 2, 3},
+         {0, 2, 4, 6},
+         4,
+         2},
     }),
     [](const ::testing::TestParamInfo<GreedyCase>& info) { return info.param.name; });
 

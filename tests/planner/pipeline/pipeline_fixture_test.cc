@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pipeline_fixtures.pb.h"
 #include "planner/graph_import.h"
@@ -173,9 +173,7 @@ TEST_P(PipelineGraphFixtureTest, MatchesCreateGraph) {
       << differences;
 }
 
-TEST(PipelineGraphFixtures, AreThere) {
-  EXPECT_GE(FixturePaths(kCreateGraphDir).size(), 8u);
-}
+TEST(PipelineGraphFixtures, AreThere) { EXPECT_GE(FixturePaths(kCreateGraphDir).size(), 8u); }
 
 INSTANTIATE_TEST_SUITE_P(Fairscale, PipelineGraphFixtureTest,
                          ::testing::ValuesIn(FixturePaths(kCreateGraphDir)), CaseName);

@@ -37,7 +37,7 @@ void AddWorker(v1::BuildPipelineGraphRequest* request, const std::string& target
 // fairscale's auto_graph_extract test model: a Linear, a module splitting
 // its input in two, a Linear on each half, a concatenation, a Linear.
 v1::BuildPipelineGraphRequest ShardedLinearRequest() {
-  GraphBuilder b;
+  TestGraphBuilder b;
   b.Placeholder("input");
   b.Module("_0", "0", {"input"});
   b.Module("_1_split", "1.split", {"_0"});
@@ -77,22 +77,44 @@ TEST(PipelineGraphTest, ModulesWithTheirInputsWorkersAndCardinalities) {
   const absl::StatusOr<v1::BuildPipelineGraphResponse> response = Build(ShardedLinearRequest());
   ASSERT_TRUE(response.ok()) << response.status();
   ExpectEqualProto(ParseResponse(R"pb(
-                     modules { node: "_0" target: "0" worker: "worker0/cpu"
-                               inputs { forward_input: 0 } }
-                     modules { node: "_1_split" target: "1.split" worker: "worker0/cpu"
-                               inputs { module_output { module: 0 } } output_count: 2 }
-                     modules { node: "_1_linear_layers_2_0" target: "1.linear_layers_2.0"
-                               worker: "worker0/cpu"
-                               inputs { module_output { module: 1 output_index: 0 } } }
-                     modules { node: "_1_linear_layers_2_1" target: "1.linear_layers_2.1"
-                               worker: "worker1/cpu"
-                               inputs { module_output { module: 1 output_index: 1 } } }
-                     modules { node: "_1_concatenate" target: "1.concatenate"
-                               worker: "worker1/cpu"
-                               inputs { module_output { module: 2 } }
-                               inputs { module_output { module: 3 } } }
-                     modules { node: "_2" target: "2" worker: "worker0/cpu"
-                               inputs { module_output { module: 4 } } }
+                     modules {
+                       node: "_0"
+                       target: "0"
+                       worker: "worker0/cpu"
+                       inputs { forward_input: 0 }
+                     }
+                     modules {
+                       node: "_1_split"
+                       target: "1.split"
+                       worker: "worker0/cpu"
+                       inputs { module_output { module: 0 } }
+                       output_count: 2
+                     }
+                     modules {
+                       node: "_1_linear_layers_2_0"
+                       target: "1.linear_layers_2.0"
+                       worker: "worker0/cpu"
+                       inputs { module_output { module: 1 output_index: 0 } }
+                     }
+                     modules {
+                       node: "_1_linear_layers_2_1"
+                       target: "1.linear_layers_2.1"
+                       worker: "worker1/cpu"
+                       inputs { module_output { module: 1 output_index: 1 } }
+                     }
+                     modules {
+                       node: "_1_concatenate"
+                       target: "1.concatenate"
+                       worker: "worker1/cpu"
+                       inputs { module_output { module: 2 } }
+                       inputs { module_output { module: 3 } }
+                     }
+                     modules {
+                       node: "_2"
+                       target: "2"
+                       worker: "worker0/cpu"
+                       inputs { module_output { module: 4 } }
+                     }
                      outputs { module_output { module: 5 } }
                    )pb"),
                    *response);
@@ -102,7 +124,7 @@ TEST(PipelineGraphTest, EachCallIsAModuleOfItsOwn) {
   // `enc` is called twice; fairscale would resolve the reader of the second
   // call to the first. Only module readers set a cardinality: the graph
   // returns element 2 of `pair`, which its reader never takes.
-  GraphBuilder b;
+  TestGraphBuilder b;
   b.Placeholder("a");
   b.Placeholder("b");
   b.Module("enc", "enc", {"a"});
@@ -120,16 +142,33 @@ TEST(PipelineGraphTest, EachCallIsAModuleOfItsOwn) {
   const absl::StatusOr<v1::BuildPipelineGraphResponse> response = Build(request);
   ASSERT_TRUE(response.ok()) << response.status();
   ExpectEqualProto(ParseResponse(R"pb(
-                     modules { node: "enc" target: "enc" worker: "w0"
-                               inputs { forward_input: 0 } }
-                     modules { node: "enc_1" target: "enc" worker: "w0"
-                               inputs { forward_input: 1 } }
-                     modules { node: "pair" target: "pair" worker: "w1"
-                               inputs { module_output { module: 1 } }
-                               inputs { module_output { module: 0 } }
-                               inputs { forward_input: 0 } output_count: 1 }
-                     modules { node: "head" target: "head" worker: "w2"
-                               inputs { module_output { module: 2 output_index: 0 } } }
+                     modules {
+                       node: "enc"
+                       target: "enc"
+                       worker: "w0"
+                       inputs { forward_input: 0 }
+                     }
+                     modules {
+                       node: "enc_1"
+                       target: "enc"
+                       worker: "w0"
+                       inputs { forward_input: 1 }
+                     }
+                     modules {
+                       node: "pair"
+                       target: "pair"
+                       worker: "w1"
+                       inputs { module_output { module: 1 } }
+                       inputs { module_output { module: 0 } }
+                       inputs { forward_input: 0 }
+                       output_count: 1
+                     }
+                     modules {
+                       node: "head"
+                       target: "head"
+                       worker: "w2"
+                       inputs { module_output { module: 2 output_index: 0 } }
+                     }
                      outputs { module_output { module: 3 } }
                      outputs { module_output { module: 2 output_index: 2 } }
                      outputs { forward_input: 1 }
@@ -166,7 +205,8 @@ v1::Node* NodeAt(v1::BuildPipelineGraphRequest* request, int i) {
 INSTANTIATE_TEST_SUITE_P(
     AllChecks, BadPipelineTest,
     ::testing::ValuesIn(std::vector<BadPipelineCase>{
-        {"CallMethod", [](v1::BuildPipelineGraphRequest* r) { NodeAt(r, 8)->set_op(v1::CALL_METHOD); },
+        {"CallMethod",
+         [](v1::BuildPipelineGraphRequest* r) { NodeAt(r, 8)->set_op(v1::CALL_METHOD); },
          "graph.nodes[8].op",
          "node '_2' (graph.nodes[8]) is a CALL_METHOD; a pipeline graph holds only"},
         {"GetAttr",

@@ -2,7 +2,7 @@
 // their own targets, keyword and list arguments, parameter counts, FLOPs,
 // latencies and the module hierarchy.
 //
-//   GraphBuilder b;
+//   TestGraphBuilder b;
 //   b.Placeholder("x", 10);
 //   b.Module("fc", "layers.0", {"x"}, /*total=*/90, /*output=*/10)->set_parameter_count(20);
 //   b.Function("add", {"fc"}, 10, 10);
@@ -22,7 +22,7 @@
 
 namespace partplan {
 
-class GraphBuilder {
+class TestGraphBuilder {
  public:
   v1::Node* Placeholder(const std::string& name, int64_t bytes = 0) {
     return Add(name, v1::PLACEHOLDER, name, {}, bytes, bytes);

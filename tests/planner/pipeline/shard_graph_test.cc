@@ -25,7 +25,8 @@ std::vector<std::string> Strings(const google::protobuf::RepeatedPtrField<std::s
 
 std::vector<std::pair<std::string, int>> Assignments(const v1::ShardGraphResponse& response) {
   std::vector<std::pair<std::string, int>> out;
-  for (const v1::NodePartition& a : response.assignments()) out.emplace_back(a.node(), a.partition());
+  for (const v1::NodePartition& a : response.assignments())
+    out.emplace_back(a.node(), a.partition());
   return out;
 }
 
@@ -39,7 +40,7 @@ absl::StatusOr<v1::ShardGraphResponse> Shard(const v1::ShardGraphRequest& reques
 // x -> l0 -> l1 -> l2, then mul(l2, w) with get_attr w; returns (mul, l1).
 // Each layer has 6 parameters (18 in all), 30 bytes in total, 8 of output.
 v1::ShardGraphRequest LayersRequest(v1::ShardConfig::Mode mode, int shard_count) {
-  GraphBuilder b;
+  TestGraphBuilder b;
   b.Placeholder("x", 8);
   b.Module("l0", "l0", {"x"}, 30, 8)->set_parameter_count(6);
   b.Module("l1", "l1", {"l0"}, 30, 8)->set_parameter_count(6);
@@ -71,9 +72,9 @@ TEST(ShardGraphTest, FairscaleShardsWithTheirInputsOutputsAndMemory) {
       Shard(LayersRequest(v1::ShardConfig::FAIRSCALE, 2));
   ASSERT_TRUE(response.ok()) << response.status();
   // Target 18 // 2 = 9: l1 makes 12 and closes shard 0.
-  EXPECT_THAT(Assignments(*response), ElementsAre(std::make_pair("l0", 0), std::make_pair("l1", 0),
-                                                  std::make_pair("l2", 1),
-                                                  std::make_pair("mul", 1)));
+  EXPECT_THAT(Assignments(*response),
+              ElementsAre(std::make_pair("l0", 0), std::make_pair("l1", 0), std::make_pair("l2", 1),
+                          std::make_pair("mul", 1)));
   ASSERT_EQ(response->shards_size(), 2);
   const v1::Shard& first = response->shards(0);
   EXPECT_THAT(Strings(first.nodes()), ElementsAre("l0", "l1"));

@@ -11,7 +11,7 @@ namespace {
 // x (placeholder, 10 B) -> a (100/10) -> b (200/20) -> c = h(b, x) (300/30),
 // w (get_attr, 5 B) read by c too; output returns c and a.
 v1::Graph SkipGraph() {
-  GraphBuilder b;
+  TestGraphBuilder b;
   b.Placeholder("x", 10);
   b.Function("a", {"x"}, 100, 10);
   b.Function("b", {"a"}, 200, 20);
@@ -72,7 +72,7 @@ TEST(StageModelTest, StageMemoryIsItemTotalsPlusLiveInValues) {
 }
 
 TEST(StageModelTest, UnreadValuesAreNeverLive) {
-  GraphBuilder b;
+  TestGraphBuilder b;
   b.Placeholder("unused", 1000);
   b.Placeholder("x", 10);
   b.Function("dead", {"x"}, 50, 50);
