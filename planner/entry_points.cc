@@ -127,6 +127,9 @@ absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
                               v1::PlanDataParallelResponse* response) {
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
                             ImportGraph(request.graph(), limits, token));
+  // The planner imports the inventory itself; hold it to the server's
+  // limits (--max_devices) first.
+  PARTPLAN_RETURN_IF_ERROR(ImportDevices(request.devices(), limits).status());
   PARTPLAN_ASSIGN_OR_RETURN(*response, PlanDataParallelPlan(graph, request, token));
   return absl::OkStatus();
 }

@@ -66,5 +66,19 @@ TEST(EntryPointsTest, BalancedShardsHoldTheDeviceLimit) {
   EXPECT_NE(status.message().find("--max_devices"), absl::string_view::npos) << status;
 }
 
+// Data-parallel plans take the inventory too.
+TEST(EntryPointsTest, DataParallelPlansHoldTheDeviceLimit) {
+  v1::PlanDataParallelRequest request;
+  *request.mutable_graph() = Chain();
+  *request.mutable_devices() = TestDevices({1000, 1000, 1000});
+  InputLimits limits;
+  limits.max_devices = 2;
+  CancellationToken token;
+  v1::PlanDataParallelResponse response;
+  const absl::Status status = PlanDataParallel(request, limits, token, &response);
+  EXPECT_EQ(FieldOf(status), "devices.devices") << status;
+  EXPECT_NE(status.message().find("--max_devices"), absl::string_view::npos) << status;
+}
+
 }  // namespace
 }  // namespace partplan
