@@ -466,12 +466,9 @@ class BatchDimAnalyzer {
     const ValueLayout& in = layout(input);
     ValueLayout value;
     if (in.layout == Layout::kShard) {
-      const int32_t dim = map.OutputDimOf(in.dim);
-      if (dim >= 0) {
-        value = in;
-        value.dim = dim;
-        value.batch_size = map.output_shape[dim];
-        NoteViewOfBatch(v, map, in, dim, shape(input));
+      absl::optional<ValueLayout> followed = FollowBatch(v, map, in, shape(input));
+      if (followed.has_value()) {
+        value = *followed;
       } else {
         PARTPLAN_ASSIGN_OR_RETURN(value, Generic(v, operands, map.output_shape));
       }
@@ -499,31 +496,99 @@ class BatchDimAnalyzer {
     return absl::OkStatus();
   }
 
-  void NoteViewOfBatch(NodeId v, const DimMap& map, const ValueLayout& in, int32_t dim,
-                       absl::Span<const int64_t> input_shape) {
-    const DimSource& source = map.dims[dim];
-    if (source.input_dims.size() > 1) {
-      std::string note = absl::StrCat(
-          "merges the batch dim (input dim ", in.dim, ", size ", in.batch_size,
-          ") with input dims [", absl::StrJoin(source.input_dims, ", "), "] into dim ", dim,
-          " of size ", map.output_shape[dim], ": the batch size is now ", map.output_shape[dim]);
-      if (source.input_dims.front() != in.dim) {
-        absl::StrAppend(&note,
-                        "; the batch dim is not the outermost of them, so each device's rows "
-                        "interleave in the result instead of forming a contiguous block");
+  // Where a view takes the batch of a sharded input, or none when the view
+  // drops it. The batch may share its dim with others that a view merged
+  // into it (`batch_outer` elements outside it, `batch_inner` inside); a
+  // view that splits the dim again puts the batch on the piece holding
+  // exactly those samples, which is not always the outermost piece
+  // (attention's [S*B, H] -> [S, B, H]).
+  absl::optional<ValueLayout> FollowBatch(NodeId v, const DimMap& map, const ValueLayout& in,
+                                          absl::Span<const int64_t> input_shape) {
+    absl::InlinedVector<int32_t, 4> pieces;  // output dims made from the batch's input dim
+    for (size_t d = 0; d < map.dims.size(); ++d) {
+      const auto& inputs = map.dims[d].input_dims;
+      if (std::find(inputs.begin(), inputs.end(), in.dim) != inputs.end()) {
+        pieces.push_back(static_cast<int32_t>(d));
       }
-      Note(v, std::move(note));
     }
-    if (source.split_count > 1) {
-      Note(v, absl::StrCat("splits the batch dim (input dim ", in.dim, ", size ",
-                           input_shape[in.dim], ") over ", source.split_count,
-                           " dims; the batch is dim ", dim, " of size ", map.output_shape[dim],
-                           " (shards stay contiguous while the devices divide it)"));
+    if (pieces.empty()) return absl::nullopt;
+    const DimSource& source = map.dims[pieces.front()];
+    const int64_t dim_size = input_shape[in.dim];
+    const int64_t samples = in.batch_outer * in.batch_inner > 0 && dim_size > 0
+                                ? dim_size / (in.batch_outer * in.batch_inner)
+                                : 0;
+    // Elements outside and inside the batch across the merged group.
+    int64_t outer = in.batch_outer * std::max<int64_t>(source.repeat, 1);
+    int64_t inner = in.batch_inner;
+    bool before = true;
+    for (int32_t input_dim : source.input_dims) {
+      if (input_dim == in.dim) {
+        before = false;
+      } else if (__builtin_mul_overflow(before ? outer : inner, input_shape[input_dim],
+                                        before ? &outer : &inner)) {
+        return absl::nullopt;
+      }
+    }
+    ValueLayout value = in;
+    value.dim = pieces.front();
+    value.batch_outer = 1;
+    value.batch_inner = 1;
+    bool straddles = samples > 0;
+    bool start_found = false;
+    int64_t covered = 1;  // elements of the pieces before this one
+    for (int32_t d : pieces) {
+      const int64_t size = map.output_shape[d];
+      int64_t next = 0;
+      if (samples == 0 || __builtin_mul_overflow(covered, size, &next)) break;
+      if (covered <= outer && outer % covered == 0 && next % (outer * samples) == 0) {
+        // This piece holds the whole batch, with outer / covered elements
+        // outside it.
+        value.dim = d;
+        value.batch_outer = outer / covered;
+        value.batch_inner = next / (outer * samples);
+        straddles = false;
+        break;
+      }
+      if (next > outer && !start_found) {
+        start_found = true;
+        value.dim = d;  // where the batch starts, if no piece holds it whole
+        value.batch_outer = std::max<int64_t>(outer / covered, 1);
+      }
+      covered = next;
+    }
+    value.batch_size = map.output_shape[value.dim];
+    NoteViewOfBatch(v, source, pieces, in, value, dim_size, straddles);
+    return value;
+  }
+
+  void NoteViewOfBatch(NodeId v, const DimSource& source, absl::Span<const int32_t> pieces,
+                       const ValueLayout& in, const ValueLayout& out, int64_t dim_size,
+                       bool straddles) {
+    if (source.input_dims.size() > 1) {
+      Note(v, absl::StrCat("merges the batch dim (input dim ", in.dim, ", size ", dim_size,
+                           ") with input dims [", absl::StrJoin(source.input_dims, ", "),
+                           "] into dim ", pieces.front(), " of size ", out.batch_size,
+                           ": the batch size is now ", out.batch_size));
+    }
+    if (pieces.size() > 1) {
+      Note(v, absl::StrCat("splits input dim ", in.dim, " (size ", dim_size, ") over dims [",
+                           absl::StrJoin(pieces, ", "), "]; the batch is dim ", out.dim,
+                           " of size ", out.batch_size));
+    }
+    if (straddles) {
+      Note(v, absl::StrCat("the split cuts through the batch itself; took dim ", out.dim,
+                           ", where it starts"));
     }
     if (source.repeat > 1) {
       Note(v, absl::StrCat("repeats the batch dim ", source.repeat,
                            " times: each device repeats its own rows, which is not a "
                            "contiguous block of the result"));
+    }
+    if (out.batch_outer > 1 && in.batch_outer == 1 && source.repeat <= 1) {
+      Note(v, absl::StrCat("the batch is not the outermost of the dims merged into dim ", out.dim,
+                           " (", out.batch_outer,
+                           " elements outside it), so each device's rows interleave in the "
+                           "result instead of forming a contiguous block"));
     }
   }
 
@@ -626,6 +691,7 @@ class BatchDimAnalyzer {
       if (output.empty()) {
         value = scalar;
         value.local_mean = operands.local_mean;
+        if (rule.divides && value.reduce == ReduceOp::kSum) MeanBySize(v, args, &value);
         return value;
       }
       return Generic(v, operands, output);
@@ -635,6 +701,7 @@ class BatchDimAnalyzer {
     // Where each sharded operand's batch dim goes.
     concatenates_batch_ = false;
     absl::InlinedVector<int32_t, 4> mapped;
+    NodeId mapped_from = -1;
     bool gathered = false;
     for (NodeId u : operands.sharded) {
       PARTPLAN_ASSIGN_OR_RETURN(const DimFate fate, FateOfBatchDim(rule, args, element, u, output));
@@ -642,6 +709,7 @@ class BatchDimAnalyzer {
         case DimFate::kNoRule:
           return Generic(v, operands, output);
         case DimFate::kMapped:
+          if (mapped.empty()) mapped_from = u;
           mapped.push_back(fate.dim);
           break;
         case DimFate::kGathered:
@@ -666,7 +734,7 @@ class BatchDimAnalyzer {
              "which interleave in the result instead of forming a contiguous block");
       }
       NoteRuleSettled(v, output, mapped.front());
-      return Sharded(value, mapped.front(), output);
+      return Sharded(value, mapped.front(), output, &layout(mapped_from));
     }
     NoteRuleSettled(v, output, -1);
     if (gathered) {
@@ -697,11 +765,42 @@ class BatchDimAnalyzer {
     return Sharded(value, dims.front(), output);
   }
 
-  ValueLayout Sharded(ValueLayout value, int32_t dim, absl::Span<const int64_t> output) const {
+  // Sharded on `dim`; what else shares that dim with the batch comes from
+  // `from`, the value whose batch dim became it, if its size is kept.
+  ValueLayout Sharded(ValueLayout value, int32_t dim, absl::Span<const int64_t> output,
+                      const ValueLayout* from = nullptr) const {
     value.layout = Layout::kShard;
     value.dim = dim;
     value.batch_size = output[dim];
+    const bool kept = from != nullptr && from->batch_size == output[dim];
+    value.batch_outer = kept ? from->batch_outer : 1;
+    value.batch_inner = kept ? from->batch_inner : 1;
     return value;
+  }
+
+  // `sum / B` (or a multiple of B), as a loss written by hand or a
+  // decomposed one computes a mean: each device divides by its own share of
+  // the batch, so the devices' values average. The divisor's size alone says
+  // so, which the note admits.
+  void MeanBySize(NodeId v, const NodeArgs& args, ValueLayout* value) {
+    const NodeArgs::Arg divisor = args.Get(1, "other");
+    if (!divisor.present()) return;
+    double by = 0;
+    if (divisor.head().kind_case() == v1::Value::kInt)
+      by = static_cast<double>(divisor.head().int_());
+    if (divisor.head().kind_case() == v1::Value::kFloat) by = divisor.head().float_();
+    const int64_t samples =
+        value->batch_size / std::max<int64_t>(value->batch_outer * value->batch_inner, 1);
+    if (samples <= 0 || by <= 0 || by != static_cast<double>(static_cast<int64_t>(by)) ||
+        static_cast<int64_t>(by) % samples != 0) {
+      return;
+    }
+    value->reduce = ReduceOp::kAvg;
+    value->local_mean = true;
+    Note(v, absl::StrCat("divides a sum over the batch by ", static_cast<int64_t>(by),
+                         ", a multiple of the batch size ", samples,
+                         ": taken as a mean, whose devices' values average (each divides by its "
+                         "own share)"));
   }
 
   // A full reduction to a scalar stays on its device (upstream's rule).
@@ -712,6 +811,8 @@ class BatchDimAnalyzer {
     value.layout = Layout::kLocalScalar;
     value.dim = from.dim;
     value.batch_size = from.batch_size;
+    value.batch_outer = from.batch_outer;
+    value.batch_inner = from.batch_inner;
     value.reduce = reduce;
     value.local_mean = operands.local_mean || reduce == ReduceOp::kAvg;
     return value;
@@ -1001,12 +1102,14 @@ class BatchDimAnalyzer {
     // Evidence from the operands: where a batch dim lands when broadcast,
     // and where a full reduction had its batch dim (its expand restores it).
     int32_t aligned = -1;
+    const ValueLayout* aligned_from = nullptr;
     std::string because;
     for (NodeId u : operands.sharded) {
       if (!BroadcastsTo(shape(u), output)) continue;
       const DimFate fate = Broadcast(shape(u), layout(u).dim, output);
       if (fate.kind == DimFate::kMapped) {
         aligned = fate.dim;
+        aligned_from = &layout(u);
         because = absl::StrCat("operand '", proto(u).name(),
                                "''s batch dim lands there when "
                                "broadcast");
@@ -1018,6 +1121,7 @@ class BatchDimAnalyzer {
       if (scalar.dim >= 0 && scalar.dim < static_cast<int32_t>(output.size()) &&
           output[scalar.dim] == scalar.batch_size) {
         aligned = scalar.dim;
+        aligned_from = &scalar;
         because = absl::StrCat("it is where '", proto(operands.local_scalars[i]).name(),
                                "' reduced its batch dim");
       }
@@ -1043,7 +1147,7 @@ class BatchDimAnalyzer {
                            "; no dimension rule or operand tells which is the batch, so dim ", dim,
                            " (the first) was taken"));
     }
-    return Sharded(value, dim, output);
+    return Sharded(value, dim, output, aligned_from);
   }
 
   const CompactGraph& graph_;

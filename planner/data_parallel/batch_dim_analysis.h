@@ -21,7 +21,11 @@
 //   gradient), are model state: the data-parallel style places them.
 // - View-like ops follow their dimension maps (dim_maps.h); where a view
 //   merges, splits or repeats the batch dim the node gets a note, and the
-//   batch size follows (it is tracked per value, not globally).
+//   batch size follows (it is tracked per value, not globally). Where the
+//   batch sits inside a merged dim is tracked too, so that splitting
+//   [S*B, H] back into [S, B, H] finds it on dim 1, not on the outer piece
+//   (upstream's mistake); a batch merged inside another dim interleaves
+//   the devices' rows, which the note says.
 // - Ops with a rule (op_rules.h) map their operands' batch dims through it:
 //   a batch dim that survives is the output's; a contracted one makes the
 //   output Partial (sum, or avg for a mean or under a mean loss), or, for a
@@ -81,8 +85,15 @@ const char* ReduceOpName(ReduceOp op);
 
 struct ValueLayout {
   Layout layout = Layout::kNotTensor;
-  int32_t dim = -1;                  // kShard, kLocalScalar
-  int64_t batch_size = 0;            // kShard, kLocalScalar: the size of that batch dim
+  int32_t dim = -1;        // kShard, kLocalScalar
+  int64_t batch_size = 0;  // kShard, kLocalScalar: the size of that batch dim
+  // kShard, kLocalScalar: a view may merge other dims with the batch into
+  // its dim: that many elements lie outside the batch and inside it, so the
+  // dim holds batch_size / (batch_outer * batch_inner) samples. With
+  // batch_outer > 1 each device's rows interleave instead of forming a
+  // contiguous block.
+  int64_t batch_outer = 1;
+  int64_t batch_inner = 1;
   ReduceOp reduce = ReduceOp::kSum;  // kPartial, kLocalScalar
   // Derived from a per-device mean over the batch (a mean loss and its
   // backward): each device's value is scaled by 1/(its share of the batch),
@@ -91,6 +102,7 @@ struct ValueLayout {
 
   bool operator==(const ValueLayout& other) const {
     return layout == other.layout && dim == other.dim && batch_size == other.batch_size &&
+           batch_outer == other.batch_outer && batch_inner == other.batch_inner &&
            reduce == other.reduce && local_mean == other.local_mean;
   }
 };

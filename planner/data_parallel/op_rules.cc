@@ -81,9 +81,14 @@ OpRuleTable::OpRuleTable() {
   add({"clone.default", "detach.default", "alias.default", "lift_fresh_copy.default",
        "_to_copy.default", "neg.default", "add.Tensor", "sub.Tensor", "rsub.Tensor"},
       Family(OpFamily::kPointwise, Linearity::kEveryOperand));
-  add({"mul.Tensor", "mul.Scalar", "div.Scalar"},
-      Family(OpFamily::kPointwise, Linearity::kOneOperand));
-  add({"div.Tensor"}, Family(OpFamily::kPointwise, Linearity::kFirstOperand));
+  add({"mul.Tensor", "mul.Scalar"}, Family(OpFamily::kPointwise, Linearity::kOneOperand));
+  {
+    OpRule divide = Family(OpFamily::kPointwise, Linearity::kFirstOperand);
+    divide.divides = true;
+    add({"div.Tensor"}, divide);
+    divide.linearity = Linearity::kOneOperand;
+    add({"div.Scalar"}, divide);
+  }
   add({"add.Scalar",
        "sub.Scalar",
        "rsub.Scalar",
@@ -174,6 +179,40 @@ OpRuleTable::OpRuleTable() {
   // shaped like an operand; output_mask drops elements from `outputs`.
   add({"native_dropout.default", "native_layer_norm.default"}, Identity(RestElements::kPerSample));
   add({"native_batch_norm.default"}, Identity(RestElements::kContract));
+  add({"native_group_norm.default"}, Identity(RestElements::kPerSample));
+  add({"native_group_norm_backward.default"}, Identity(RestElements::kContract, 9));
+  // Pooling, upsampling and padding keep N (and C) and resize the spatial
+  // dims; their backward ops are shaped like their input.
+  add({"max_pool2d_with_indices.default",
+       "max_pool3d_with_indices.default",
+       "avg_pool2d.default",
+       "avg_pool3d.default",
+       "_adaptive_avg_pool2d.default",
+       "_adaptive_avg_pool3d.default",
+       "adaptive_max_pool2d.default",
+       "adaptive_max_pool3d.default",
+       "upsample_nearest2d.default",
+       "upsample_nearest2d.vec",
+       "upsample_bilinear2d.default",
+       "upsample_bilinear2d.vec",
+       "constant_pad_nd.default",
+       "reflection_pad2d.default",
+       "replication_pad2d.default",
+       "max_pool2d_with_indices_backward.default",
+       "max_pool3d_with_indices_backward.default",
+       "avg_pool2d_backward.default",
+       "avg_pool3d_backward.default",
+       "_adaptive_avg_pool2d_backward.default",
+       "_adaptive_avg_pool3d_backward.default",
+       "adaptive_max_pool2d_backward.default",
+       "adaptive_max_pool3d_backward.default",
+       "upsample_nearest2d_backward.default",
+       "upsample_nearest2d_backward.vec",
+       "upsample_bilinear2d_backward.default",
+       "upsample_bilinear2d_backward.vec",
+       "reflection_pad2d_backward.default",
+       "replication_pad2d_backward.default"},
+      Identity(RestElements::kLikeFirst));
   add({"native_layer_norm_backward.default"}, Identity(RestElements::kContract, 7));
   add({"native_batch_norm_backward.default"}, Identity(RestElements::kContract, 9));
   add({"convolution_backward.default"}, Identity(RestElements::kContract, 10));

@@ -84,6 +84,7 @@ struct OpRule {
   bool batched = false;         // kMatmul: bmm / baddbmm
   bool drops_dim = false;       // kIndexDim (select), kSplit (unbind)
   bool slices = false;          // kIndexDim: slice.Tensor (start, end, step follow dim)
+  bool divides = false;         // div: operand 0 divided by argument 1
 };
 
 class OpRuleTable {
