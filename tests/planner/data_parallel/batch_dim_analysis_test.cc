@@ -125,7 +125,8 @@ TEST(BatchDimAnalysis, ViewLikeOpsFollowTheirDimensionMaps) {
                                           "dims [0, 1] into dim 0 of size 24"));
   EXPECT_TRUE(IsShard(a["split"], 0, 4));
   EXPECT_THAT(a.note("split"),
-              HasSubstr("splits the batch dim (input dim 0, size 24) over 2 dims"));
+              HasSubstr("splits input dim 0 (size 24) over dims [0, 1]; the batch is "
+                        "dim 0 of size 4"));
   EXPECT_TRUE(IsShard(a["reshaped"], 0, 4));
   EXPECT_TRUE(IsShard(a["aliased"], 0, 4));
   EXPECT_TRUE(IsShard(a["transposed"], 2, 4));
@@ -146,6 +147,48 @@ TEST(BatchDimAnalysis, ViewLikeOpsFollowTheirDimensionMaps) {
   for (const char* name : {"merged", "split", "t", "interleaved"}) {
     EXPECT_FALSE(a.ambiguous(name)) << name;
   }
+}
+
+TEST(BatchDimAnalysis, ASplitFindsTheBatchWhereAMergeHidIt) {
+  // Attention in a sequence-first layout: [S, B, H] merged into [S*B, H]
+  // (the batch inside), projected, split back. Upstream takes the outer
+  // piece, S, for the batch.
+  AtenGraph g;
+  g.Input("x", {4, 6, 8})
+      .Input("w", {5, 8})
+      .Op("seq_first", "aten.transpose.int", {A::Node("x"), A::Int(0), A::Int(1)}, {{6, 4, 8}})
+      .Op("merged", "aten.view.default", {A::Node("seq_first"), A::Ints({24, 8})}, {{24, 8}})
+      .Op("t", "aten.t.default", {A::Node("w")}, {{8, 5}})
+      .Op("projected", "aten.mm.default", {A::Node("merged"), A::Node("t")}, {{24, 5}})
+      .Op("back", "aten.view.default", {A::Node("projected"), A::Ints({6, 4, 5})}, {{6, 4, 5}})
+      // Heads merged inside the batch: [B, heads, S, d] -> [B*heads, S, d].
+      .Op("heads", "aten.view.default", {A::Node("x"), A::Ints({4, 6, 2, 4})}, {{4, 6, 2, 4}})
+      .Op("heads_t", "aten.transpose.int", {A::Node("heads"), A::Int(1), A::Int(2)}, {{4, 2, 6, 4}})
+      .Op("per_head", "aten.view.default", {A::Node("heads_t"), A::Ints({8, 6, 4})}, {{8, 6, 4}})
+      .Op("unheaded", "aten.view.default", {A::Node("per_head"), A::Ints({4, 2, 6, 4})},
+          {{4, 2, 6, 4}})
+      // A batch of 4 cut in two dims of 2.
+      .Op("cut", "aten.view.default", {A::Node("x"), A::Ints({2, 2, 6, 8})}, {{2, 2, 6, 8}})
+      .Output({"back", "unheaded", "cut"});
+  const Analysis a(g, {{"w", kParameter}});
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(IsShard(a["merged"], 0, 24));
+  EXPECT_EQ(a["merged"].batch_outer, 6);
+  EXPECT_EQ(a["merged"].batch_inner, 1);
+  EXPECT_THAT(a.note("merged"), HasSubstr("the batch is not the outermost of the dims merged into "
+                                          "dim 0 (6 elements outside it)"));
+  EXPECT_TRUE(IsShard(a["projected"], 0, 24));
+  EXPECT_EQ(a["projected"].batch_outer, 6);
+  EXPECT_TRUE(IsShard(a["back"], 1, 4));
+  EXPECT_EQ(a["back"].batch_outer, 1);
+  EXPECT_FALSE(a.ambiguous("back"));
+  EXPECT_TRUE(IsShard(a["per_head"], 0, 8));
+  EXPECT_EQ(a["per_head"].batch_inner, 2);
+  EXPECT_EQ(a["per_head"].batch_outer, 1);
+  EXPECT_TRUE(IsShard(a["unheaded"], 0, 4));
+  EXPECT_EQ(a["unheaded"].batch_inner, 1);
+  EXPECT_TRUE(IsShard(a["cut"], 0, 2));
+  EXPECT_THAT(a.note("cut"), HasSubstr("the split cuts through the batch itself; took dim 0"));
 }
 
 TEST(BatchDimAnalysis, BatchSizeIsTrackedPerValueNotGlobally) {
@@ -494,6 +537,69 @@ TEST(BatchDimAnalysis, OpRulesForLossesConvolutionsEmbeddingsAndIndexing) {
   EXPECT_TRUE(IsShard(a["column"], 0, 4));
   EXPECT_TRUE(IsShard(a["all_rows"], 0, 4));
   EXPECT_FALSE(a.analysis().gathers_batch(a.id("all_rows")));
+}
+
+TEST(BatchDimAnalysis, PoolingAndGroupNormKeepTheBatchWhereSizesCannotTell) {
+  // Batch 4, 4 channels, 4x4 images: every dim of the pooled output is 4... or 2.
+  AtenGraph g;
+  g.Input("x", {4, 4, 4, 4})
+      .Input("w", {4})
+      .Input("b", {4})
+      .Op("pool", "aten.max_pool2d_with_indices.default",
+          {A::Node("x"), A::Ints({2, 2}), A::Ints({2, 2})}, {{4, 4, 2, 2}, {4, 4, 2, 2}})
+      .Op("pooled", "operator.getitem", {A::Node("pool"), A::Int(0)}, {{4, 4, 2, 2}})
+      .Op("indices", "operator.getitem", {A::Node("pool"), A::Int(1)}, {{4, 4, 2, 2}})
+      .Op("unpooled", "aten.max_pool2d_with_indices_backward.default",
+          {A::Node("pooled"), A::Node("x"), A::Ints({2, 2}), A::Ints({2, 2}), A::Ints({0, 0}),
+           A::Ints({1, 1}), A::Bool(false), A::Node("indices")},
+          {{4, 4, 4, 4}})
+      .Op("gn", "aten.native_group_norm.default",
+          {A::Node("x"), A::Node("w"), A::Node("b"), A::Int(4), A::Int(4), A::Int(16), A::Int(2),
+           A::Float(1e-5)},
+          {{4, 4, 4, 4}, {4, 2}, {4, 2}})
+      .Op("gn_mean", "operator.getitem", {A::Node("gn"), A::Int(1)}, {{4, 2}})
+      .Op("avg", "aten._adaptive_avg_pool2d.default", {A::Node("x"), A::Ints({1, 1})},
+          {{4, 4, 1, 1}})
+      .Output({"unpooled", "gn_mean", "avg"});
+  const Analysis a(g, {{"w", kParameter}, {"b", kParameter}});
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  for (const char* name : {"pool", "pooled", "indices", "unpooled", "gn", "gn_mean", "avg"}) {
+    EXPECT_TRUE(IsShard(a[name], 0, 4)) << name;
+    EXPECT_FALSE(a.ambiguous(name)) << name;
+  }
+}
+
+TEST(BatchDimAnalysis, ASumDividedByTheBatchSizeIsAMean) {
+  // make_fx bakes x.shape[0] into `sum / 4`: per device it divides by its
+  // own share, so the devices' losses, and gradients, average.
+  auto loss_divided_by = [](int64_t divisor) {
+    AtenGraph g;
+    g.Input("x", {4, 3})
+        .Input("w", {5, 3})
+        .Op("t", "aten.t.default", {A::Node("w")}, {{3, 5}})
+        .Op("y", "aten.mm.default", {A::Node("x"), A::Node("t")}, {{4, 5}})
+        .Op("total", "aten.sum.default", {A::Node("y")}, {{}})
+        .Op("loss", "aten.div.Scalar", {A::Node("total"), A::Int(divisor)}, {{}})
+        .Op("seed", "aten.ones_like.default", {A::Node("loss")}, {{}})
+        .Op("dy", "aten.expand.default", {A::Node("seed"), A::Ints({4, 5})}, {{4, 5}})
+        .Op("dy_t", "aten.t.default", {A::Node("dy")}, {{5, 4}})
+        .Op("dw", "aten.mm.default", {A::Node("dy_t"), A::Node("x")}, {{5, 3}})
+        .Output({"dw"});
+    return Analysis(g, {{"w", kParameter}});
+  };
+  const Analysis by_batch = loss_divided_by(4);
+  ASSERT_TRUE(by_batch.status().ok()) << by_batch.status();
+  EXPECT_EQ(by_batch["total"].reduce, ReduceOp::kSum);
+  EXPECT_EQ(by_batch["loss"].layout, Layout::kLocalScalar);
+  EXPECT_EQ(by_batch["loss"].reduce, ReduceOp::kAvg);
+  EXPECT_THAT(by_batch.note("loss"), HasSubstr("a multiple of the batch size 4: taken as a mean"));
+  EXPECT_TRUE(IsPartial(by_batch["dw"], ReduceOp::kAvg));
+  const Analysis by_elements = loss_divided_by(20);  // sum / numel: a mean too
+  EXPECT_EQ(by_elements["loss"].reduce, ReduceOp::kAvg);
+  const Analysis by_three = loss_divided_by(3);
+  ASSERT_TRUE(by_three.status().ok()) << by_three.status();
+  EXPECT_EQ(by_three["loss"].reduce, ReduceOp::kSum);
+  EXPECT_TRUE(IsPartial(by_three["dw"], ReduceOp::kSum));
 }
 
 // ---- Model state and placeholders -------------------------------------------
