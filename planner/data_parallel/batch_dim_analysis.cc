@@ -136,6 +136,7 @@ class BatchDimAnalyzer {
     result_.elementwise_.assign(n, false);
     result_.aliases_.assign(n, false);
     result_.selects_element_.assign(n, false);
+    result_.elements_by_schema_.assign(n, false);
     PARTPLAN_RETURN_IF_ERROR(FindSeed());
     for (NodeId v = 0; v < n; ++v) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(v));
@@ -355,22 +356,60 @@ class BatchDimAnalyzer {
     if (rule.family == OpFamily::kView) return AnalyzeView(v, rule, args, operands);
 
     const v1::Node& node = proto(v);
-    if (node.outputs_size() == 0) {
-      return InvalidFieldError(
-          absl::StrCat(NodeField(v), ".outputs"),
-          absl::StrCat(args.Describe(), ": ",
-                       rule.family == OpFamily::kUnknown
-                           ? "an op without a dimension rule here and without output shapes"
-                           : "no output shapes",
-                       "; a data-parallel plan needs the shape of every op's output"));
-    }
-    PARTPLAN_RETURN_IF_ERROR(CheckOperandShapes(v, rule, args));
+    if (node.outputs_size() == 0) return AnalyzeTupleOfGetItems(v, rule, args, operands);
+    PARTPLAN_RETURN_IF_ERROR(CheckOperandShapes(v, rule, args, node.outputs(0).shape()));
     for (int k = 0; k < node.outputs_size(); ++k) {
       const absl::Span<const int64_t> output = node.outputs(k).shape();
       PARTPLAN_ASSIGN_OR_RETURN(
           const ValueLayout value,
           ElementLayout(v, rule, args, operands, ElementIndex(rule, args, k), output));
       AddElement(value, output, GivenElementBytes(v, k));
+    }
+    return absl::OkStatus();
+  }
+
+  // An op node without `outputs` whose getitem users give the shapes of its
+  // tuple's elements (make_fx leaves tuples without tensor_meta); its
+  // elements are then listed by their index in the op's schema.
+  absl::Status AnalyzeTupleOfGetItems(NodeId v, const OpRule& rule, const NodeArgs& args,
+                                      const Operands& operands) {
+    std::vector<NodeId> element_of;  // getitem user by element index, -1 for none
+    for (NodeId u : graph_.users(v)) {
+      if (graph_.op(u) != v1::CALL_FUNCTION || RuleOf(u).family != OpFamily::kGetItem) continue;
+      const NodeArgs getitem(graph_, u);
+      const NodeArgs::Arg index = getitem.Get(1, "index");
+      if (getitem.NodeAt(getitem.Get(0, "self")) != v || !index.present() ||
+          index.head().kind_case() != v1::Value::kInt || index.head().int_() < 0 ||
+          index.head().int_() >= graph_.num_nodes() || proto(u).outputs_size() == 0) {
+        continue;
+      }
+      const size_t k = static_cast<size_t>(index.head().int_());
+      if (element_of.size() <= k) element_of.resize(k + 1, -1);
+      element_of[k] = u;
+    }
+    if (element_of.empty()) {
+      return InvalidFieldError(
+          absl::StrCat(NodeField(v), ".outputs"),
+          absl::StrCat(args.Describe(), ": ",
+                       rule.family == OpFamily::kUnknown
+                           ? "an op without a dimension rule here and without output shapes"
+                           : "no output shapes",
+                       " (nor getitems of its elements with theirs); a data-parallel plan needs "
+                       "the shape of every op's output"));
+    }
+    result_.elements_by_schema_[v] = true;
+    for (size_t k = 0; k < element_of.size(); ++k) {
+      const NodeId u = element_of[k];
+      if (u < 0) {
+        AddElement(ValueLayout{}, {}, 0);
+        continue;
+      }
+      const absl::Span<const int64_t> output = proto(u).outputs(0).shape();
+      if (k == 0) PARTPLAN_RETURN_IF_ERROR(CheckOperandShapes(v, rule, args, output));
+      PARTPLAN_ASSIGN_OR_RETURN(
+          const ValueLayout value,
+          ElementLayout(v, rule, args, operands, static_cast<int>(k), output));
+      AddElement(value, output, GivenElementBytes(u, 0));
     }
     return absl::OkStatus();
   }
@@ -392,6 +431,7 @@ class BatchDimAnalyzer {
 
   // The listed position of schema element `index`, or -1 when masked off.
   int ListedIndex(const OpRule& rule, const NodeArgs& args, int index, int listed) const {
+    if (result_.elements_by_schema_[args.node()]) return index < listed ? index : -1;
     for (int k = 0; k < listed; ++k) {
       if (ElementIndex(rule, args, k) == index) return k;
     }
@@ -599,8 +639,8 @@ class BatchDimAnalyzer {
                              absl::StrCat(args.Describe(), ": shape mismatch: ", what));
   }
 
-  absl::Status CheckOperandShapes(NodeId v, const OpRule& rule, const NodeArgs& args) const {
-    const absl::Span<const int64_t> output = proto(v).outputs(0).shape();
+  absl::Status CheckOperandShapes(NodeId v, const OpRule& rule, const NodeArgs& args,
+                                  absl::Span<const int64_t> output) const {
     switch (rule.family) {
       case OpFamily::kPointwise:
         for (NodeId u : graph_.inputs(v)) {

@@ -46,7 +46,8 @@
 //   and no such dim is replicated.
 // An op node must give its output shapes (graph.proto `outputs`) unless it
 // is view-like or a getitem, whose shapes are derived (and checked when
-// given). Shapes that do not fit the op (a view of another element count,
+// given), or a tuple whose getitems give its elements' shapes (make_fx
+// leaves tuples without metadata). Shapes that do not fit the op (a view of another element count,
 // operands that do not broadcast, mm of mismatched matrices) are
 // INVALID_ARGUMENT naming the node.
 #ifndef PARTPLAN_PLANNER_DATA_PARALLEL_BATCH_DIM_ANALYSIS_H_
@@ -184,6 +185,7 @@ class BatchDimAnalysis {
   std::vector<bool> elementwise_;
   std::vector<bool> aliases_;
   std::vector<bool> selects_element_;
+  std::vector<bool> elements_by_schema_;  // elements listed by schema index (from getitems)
   absl::flat_hash_map<NodeId, std::string> notes_;
   std::string no_note_;
   int64_t batch_size_ = 0;
