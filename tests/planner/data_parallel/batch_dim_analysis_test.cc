@@ -479,6 +479,36 @@ TEST(BatchDimAnalysis, TupleElementsAndTheirGetitems) {
   EXPECT_TRUE(a.analysis().selects_element(a.id("dw")));
 }
 
+TEST(BatchDimAnalysis, ATupleWithoutOutputsTakesItsShapesFromItsGetitems) {
+  // make_fx leaves tuple-valued nodes without tensor_meta; partplan's
+  // exporter then gives only the getitems shapes.
+  AtenGraph g;
+  g.Input("x", {4, 3, 5, 5})
+      .Input("w", {3})
+      .Input("b", {3})
+      .Input("mean", {3})
+      .Input("var", {3})
+      .Op("bn", "aten.native_batch_norm.default",
+          {A::Node("x"), A::Node("w"), A::Node("b"), A::Node("mean"), A::Node("var"), A::Bool(true),
+           A::Float(0.1), A::Float(1e-5)},
+          {})
+      .Op("normed", "operator.getitem", {A::Node("bn"), A::Int(0)}, {{4, 3, 5, 5}})
+      .Op("batch_invstd", "operator.getitem", {A::Node("bn"), A::Int(2)}, {{3}})
+      .Op("parts", "custom.split3", {A::Node("x")}, {})
+      .Op("part", "operator.getitem", {A::Node("parts"), A::Int(1)}, {{4, 1, 5, 5}})
+      .Output({"normed", "batch_invstd", "part"});
+  const Analysis a(
+      g, {{"w", kParameter}, {"b", kParameter}, {"mean", kParameter}, {"var", kParameter}});
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(IsShard(a["bn"], 0, 4));
+  EXPECT_EQ(a.analysis().num_elements(a.id("bn")), 3);
+  EXPECT_EQ(a.analysis().element_layout(a.id("bn"), 1).layout, Layout::kNotTensor);  // no getitem
+  EXPECT_TRUE(IsShard(a["normed"], 0, 4));
+  EXPECT_TRUE(IsPartial(a["batch_invstd"], ReduceOp::kSum));  // training-mode statistics
+  EXPECT_TRUE(IsShard(a["part"], 0, 4));
+  EXPECT_EQ(a["parts"].layout, Layout::kNotTensor);  // element 0 has no getitem
+}
+
 TEST(BatchDimAnalysis, OpRulesForLossesConvolutionsEmbeddingsAndIndexing) {
   AtenGraph g;
   g.Input("logits", {4, 5})
