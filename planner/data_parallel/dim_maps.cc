@@ -168,7 +168,7 @@ absl::StatusOr<DimMap> UnsqueezeDimMap(absl::Span<const int64_t> input_shape, in
   const int64_t rank = static_cast<int64_t>(input_shape.size());
   PARTPLAN_ASSIGN_OR_RETURN(const int32_t at, NormalizeDim(dim, rank + 1));
   DimMap map = Reordered(input_shape, IdentityOrder(input_shape.size()));
-  map.dims.insert(map.dims.begin() + at, DimSource{});
+  map.dims.emplace(map.dims.begin() + at);  // emplace: GCC -O2 misreads a temporary here
   map.output_shape.insert(map.output_shape.begin() + at, 1);
   return map;
 }

@@ -30,26 +30,6 @@ void BM_ParseRequest(benchmark::State& state) {
   state.counters["request_bytes"] = static_cast<double>(bytes.size());
 }
 
-// Import + validation + size_based + device mapping + DAG + latency + the
-// response message.
-void BM_PartitionGraphSizeBased(benchmark::State& state) {
-  const v1::PartitionGraphRequest request = ResidualStackRequest(state.range(0), 8);
-  CancellationToken token;
-  int partitions = 0;
-  for (auto _ : state) {
-    absl::StatusOr<v1::PartitionGraphResponse> response =
-        PartitionGraph(request, InputLimits(), token);
-    if (!response.ok()) {
-      state.SkipWithError(std::string(response.status().message()).c_str());
-      return;
-    }
-    partitions = response->plan().partitions_size();
-    benchmark::DoNotOptimize(response);
-  }
-  state.SetItemsProcessed(state.iterations() * state.range(0));
-  state.counters["partitions"] = partitions;
-}
-
 // Runs one PartitionGraph request per iteration.
 void RunPartitionGraph(benchmark::State& state, const v1::PartitionGraphRequest& request) {
   CancellationToken token;
@@ -66,6 +46,12 @@ void RunPartitionGraph(benchmark::State& state, const v1::PartitionGraphRequest&
   }
   state.SetItemsProcessed(state.iterations() * request.graph().nodes_size());
   state.counters["partitions"] = partitions;
+}
+
+// Import + validation + size_based + device mapping + DAG + latency + the
+// response message.
+void BM_PartitionGraphSizeBased(benchmark::State& state) {
+  RunPartitionGraph(state, ResidualStackRequest(state.range(0), 8));
 }
 
 // The size_based plan's assignment, for the modes that take one.
