@@ -1,10 +1,12 @@
 #include "planner/latency.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "planner/status_util.h"
 
 namespace partplan {
@@ -13,14 +15,16 @@ namespace {
 uint64_t PairKey(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
 
 // max(compute, memory) seconds of v on device index `device` (-1: none).
-double NodeSeconds(const CompactGraph& graph, const DeviceList& devices, NodeId v,
-                   int device) {
+// Finite figures can still give an infinite time (FLOPs over a denormal
+// FLOP/s): INVALID_ARGUMENT naming the device's figure then.
+absl::StatusOr<double> NodeSeconds(const CompactGraph& graph, const DeviceList& devices, NodeId v,
+                                   int device) {
   const v1::Node& node = graph.source().nodes(v);
   if (node.has_latency()) {
     return std::max(node.latency().compute_latency_seconds(),
                     node.latency().memory_latency_seconds());
   }
-  if (device < 0) return 0;
+  if (device < 0) return 0.0;
   double compute = 0;
   const double flops_per_second = devices.compute_flops_per_second(device);
   if (flops_per_second > 0) compute = node.flops() / flops_per_second;
@@ -30,6 +34,16 @@ double NodeSeconds(const CompactGraph& graph, const DeviceList& devices, NodeId 
     double bytes = static_cast<double>(graph.total_bytes(v));
     for (NodeId u : graph.inputs(v)) bytes += static_cast<double>(graph.output_bytes(u));
     memory = bytes / bandwidth;
+  }
+  if (!std::isfinite(compute) || !std::isfinite(memory)) {
+    const bool by_compute = !std::isfinite(compute);
+    return InvalidFieldError(
+        absl::StrCat("devices.devices[", device, "].",
+                     by_compute ? "compute_flops_per_second" : "memory_bandwidth_bytes_per_second"),
+        absl::StrCat("node '", graph.name(v), "' would take longer than the largest double of ",
+                     "seconds at ", by_compute ? flops_per_second : bandwidth,
+                     by_compute ? " FLOP/s" : " bytes/s", " on device '", devices[device].name,
+                     "'"));
   }
   return std::max(compute, memory);
 }
@@ -99,7 +113,13 @@ absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
         edge_bytes[PairKey(q, p)] += static_cast<double>(graph.output_bytes(u));
       }
     }
-    path_seconds[v] = before + NodeSeconds(graph, devices, v, device_of[p]);
+    PARTPLAN_ASSIGN_OR_RETURN(const double seconds, NodeSeconds(graph, devices, v, device_of[p]));
+    path_seconds[v] = before + seconds;
+    if (!std::isfinite(path_seconds[v])) {
+      return InvalidFieldError(absl::StrCat("graph.nodes[", v, "]"),
+                               absl::StrCat("the latencies along the path to node '", graph.name(v),
+                                            "' add up beyond the largest double"));
+    }
     result.partition_seconds[p] = std::max(result.partition_seconds[p], path_seconds[v]);
   }
 
@@ -121,6 +141,11 @@ absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
     ready.pop_back();
     ++done;
     finish[p] += result.partition_seconds[p];
+    if (!std::isfinite(finish[p])) {
+      return InvalidFieldError("graph.nodes",
+                               absl::StrCat("the critical path through partition ", p,
+                                            " adds up beyond the largest double of seconds"));
+    }
     result.critical_path_seconds = std::max(result.critical_path_seconds, finish[p]);
     const Partition& parent = set.partitions[p];
     for (int32_t c : parent.children) {
@@ -135,6 +160,14 @@ absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
         if (bandwidth > 0) transfer = edge_bytes[PairKey(p, c)] / bandwidth;
       } else if (!same_devices && devices.transfer_rate_bytes_per_second() > 0) {
         transfer = edge_bytes[PairKey(p, c)] / devices.transfer_rate_bytes_per_second();
+      }
+      if (!std::isfinite(finish[p] + transfer)) {
+        return InvalidFieldError(
+            "devices", absl::StrCat("the critical path to partition ", c,
+                                    " (its latencies and the transfer of ", edge_bytes[PairKey(p, c)],
+                                    " bytes from partition ", p,
+                                    " over the bandwidth between their devices) adds up beyond "
+                                    "the largest double of seconds"));
       }
       finish[c] = std::max(finish[c], finish[p] + transfer);
       if (--waiting[c] == 0) ready.push_back(c);

@@ -45,7 +45,9 @@ struct PlanLatency {
   double critical_path_seconds = 0;
 };
 
-// INVALID_ARGUMENT when the partitions depend on each other in a cycle.
+// INVALID_ARGUMENT when the partitions depend on each other in a cycle, or
+// when finite figures give a time beyond the largest double (naming the
+// device figure, the node, or `devices` for a transfer).
 absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
                                                 const DeviceList& devices,
                                                 const PartitionSet& set,

@@ -7,6 +7,7 @@
 #include "planner/devices.h"
 #include "planner/graph_import.h"
 #include "planner/partition.h"
+#include "planner/status_util.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {
@@ -140,6 +141,30 @@ TEST_F(LatencyTest, ResidualStacksAreLinearNotExponential) {
       EstimatePlanLatency(graph, *ImportDevices(TestDevices({9, 9}), InputLimits()), set, token_);
   ASSERT_TRUE(latency.ok()) << latency.status();
   EXPECT_DOUBLE_EQ(latency->critical_path_seconds, 1000);
+}
+
+// Finite figures whose times exceed the largest double are refused, naming
+// the figure, instead of planning with infinite latencies (which the
+// searches then compare).
+TEST_F(LatencyTest, TimesBeyondTheLargestDoubleAreInvalidArguments) {
+  v1::Graph proto = TestGraph().Placeholder("x", 100).Op("a", {"x"}, 300, 100).Output({"a"}).Build();
+  CompactGraph graph = *ImportGraph(proto, InputLimits(), token_);
+  PartitionSet set = MakeSet(graph, {-1, 0, -1}, {{0}});
+  v1::DeviceInventory inventory = TestDevices({1000});
+  inventory.mutable_devices(0)->set_memory_bandwidth_bytes_per_second(4.9e-324);  // denormal
+  absl::StatusOr<PlanLatency> latency =
+      EstimatePlanLatency(graph, *ImportDevices(inventory, InputLimits()), set, token_);
+  EXPECT_EQ(InvalidFieldPath(latency.status()).value_or(""),
+            "devices.devices[0].memory_bandwidth_bytes_per_second")
+      << latency.status();
+
+  // Two latencies of 1e308 in a row.
+  SetLatency(proto_.mutable_nodes(1), 1e308, 0);
+  SetLatency(proto_.mutable_nodes(2), 1e308, 0);
+  CompactGraph diamond = *ImportGraph(proto_, InputLimits(), token_);
+  latency = EstimatePlanLatency(diamond, Devices(100),
+                                MakeSet(diamond, {-1, 0, 0, 0, 0, -1}, {{0}}), token_);
+  EXPECT_EQ(InvalidFieldPath(latency.status()).value_or(""), "graph.nodes[2]") << latency.status();
 }
 
 }  // namespace
