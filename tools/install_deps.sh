@@ -4,6 +4,7 @@
 #   tools/install_deps.sh              # build and test dependencies
 #   tools/install_deps.sh --python     # plus the Python tooling (torch.fx, grpcio)
 #   tools/install_deps.sh --build-only # only what building the server needs (the image)
+#   tools/install_deps.sh --fuzz       # plus clang and libFuzzer (tools/fuzz.sh)
 #
 # Needs root (or sudo) only when something is missing.
 set -euo pipefail
@@ -24,6 +25,11 @@ if [[ "${1:-}" != "--build-only" ]]; then
   if ! command -v kubectl >/dev/null; then
     packages+=(kubernetes-client)
   fi
+fi
+if [[ "${1:-}" == "--fuzz" ]]; then
+  # libFuzzer, ASan and UBSan runtimes for clang 14, and llvm-symbolizer for
+  # readable sanitizer stacks.
+  packages+=(clang libclang-rt-14-dev llvm-14)
 fi
 if [[ "${1:-}" == "--python" ]]; then
   packages+=(python3-torch python3-torchvision python3-grpcio python3-protobuf)
