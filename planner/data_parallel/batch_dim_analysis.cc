@@ -48,11 +48,15 @@ absl::Span<const int64_t> BatchDimAnalysis::shape(NodeId v, int k) const {
 }
 
 int64_t BatchDimAnalysis::value_bytes(NodeId v) const {
+  // Saturating: shapes given with explicit sizes are not bounded by import.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   int64_t total = 0;
   for (int k = 0; k < num_elements(v); ++k) {
     int64_t bytes = element_bytes(v, k);
-    for (int64_t size : shape(v, k)) bytes *= size;
-    total += bytes;
+    for (int64_t size : shape(v, k)) {
+      if (__builtin_mul_overflow(bytes, size, &bytes)) bytes = kMax;
+    }
+    if (__builtin_add_overflow(total, bytes, &total)) total = kMax;
   }
   return total;
 }
@@ -194,7 +198,9 @@ class BatchDimAnalyzer {
     const int64_t bytes = DtypeElementBytes(node.outputs(k).dtype());
     if (bytes > 0 || !node.has_size_bytes() || node.outputs_size() != 1) return bytes;
     int64_t elements = 1;
-    for (int64_t size : node.outputs(k).shape()) elements *= size;
+    for (int64_t size : node.outputs(k).shape()) {
+      if (__builtin_mul_overflow(elements, size, &elements)) return 0;
+    }
     return elements > 0 ? node.size_bytes().output_bytes() / elements : 0;
   }
 
@@ -554,9 +560,9 @@ class BatchDimAnalyzer {
     if (pieces.empty()) return absl::nullopt;
     const DimSource& source = map.dims[pieces.front()];
     const int64_t dim_size = input_shape[in.dim];
-    const int64_t samples = in.batch_outer * in.batch_inner > 0 && dim_size > 0
-                                ? dim_size / (in.batch_outer * in.batch_inner)
-                                : 0;
+    int64_t merged = 0;  // elements sharing the batch's dim
+    if (__builtin_mul_overflow(in.batch_outer, in.batch_inner, &merged)) merged = 0;
+    const int64_t samples = merged > 0 && dim_size > 0 ? dim_size / merged : 0;
     // Elements outside and inside the batch across the merged group.
     int64_t outer = in.batch_outer * std::max<int64_t>(source.repeat, 1);
     int64_t inner = in.batch_inner;
@@ -760,6 +766,14 @@ class BatchDimAnalyzer {
       }
     }
     if (!mapped.empty()) {
+      for (int32_t dim : mapped) {
+        if (dim >= static_cast<int32_t>(output.size())) {
+          return ShapeMismatch(
+              v, args,
+              absl::StrCat("the op's dimension rule puts the batch on dim ", dim,
+                           ", which the output shape ", ShapeString(output), " does not have"));
+        }
+      }
       for (int32_t dim : mapped) {
         if (dim != mapped.front()) {
           result_.ambiguous_[v] = true;
