@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -451,6 +452,135 @@ INSTANTIATE_TEST_SUITE_P(Cases, RequestErrorTest, ::testing::ValuesIn(RequestErr
 TEST(PlanDataParallel, StopsWhenCancelled) {
   const Planned plan(TrainStepRequest(v1::REPLICATE), /*cancel=*/true);
   EXPECT_EQ(plan.response().status().code(), absl::StatusCode::kCancelled);
+}
+
+// Random graphs of known and unknown ops with random arguments and shapes:
+// every one is planned or refused with INVALID_ARGUMENT (FAILED_PRECONDITION
+// when MEMORY_AWARE finds no fit), never a crash (run under asan/ubsan too).
+TEST(PlanDataParallel, SurvivesRandomGraphs) {
+  const char* const kTargets[] = {
+      "aten.view.default",
+      "aten.reshape.default",
+      "aten._reshape_alias.default",
+      "aten.expand.default",
+      "aten.permute.default",
+      "aten.transpose.int",
+      "aten.t.default",
+      "aten.squeeze.default",
+      "aten.squeeze.dim",
+      "aten.squeeze.dims",
+      "aten.unsqueeze.default",
+      "aten.flatten.using_ints",
+      "aten.repeat.default",
+      "aten.add.Tensor",
+      "aten.mul.Tensor",
+      "aten.div.Scalar",
+      "aten.relu.default",
+      "aten.sum.dim_IntList",
+      "aten.mean.default",
+      "aten.mean.dim",
+      "aten.amax.default",
+      "aten.var.correction",
+      "aten.mm.default",
+      "aten.bmm.default",
+      "aten.addmm.default",
+      "aten.convolution.default",
+      "aten.native_layer_norm.default",
+      "aten.native_layer_norm_backward.default",
+      "aten.convolution_backward.default",
+      "aten.nll_loss_forward.default",
+      "aten.mse_loss.default",
+      "aten.embedding.default",
+      "aten.cat.default",
+      "aten.split.Tensor",
+      "aten.select.int",
+      "aten.slice.Tensor",
+      "aten.ones_like.default",
+      "aten.zeros.default",
+      "aten.max_pool2d_with_indices.default",
+      "operator.getitem",
+      "custom.op",
+  };
+  std::mt19937 random(20240607);
+  auto pick = [&random](int n) { return static_cast<int>(random() % static_cast<unsigned>(n)); };
+  auto random_shape = [&](int max_rank) {
+    Shape shape;
+    for (int d = pick(max_rank + 1); d > 0; --d) shape.push_back(pick(5));
+    return shape;
+  };
+  int planned = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    AtenGraph g;
+    std::vector<std::string> names = {"x", "w"};
+    std::vector<Shape> shapes = {{4, 1 + pick(4), 1 + pick(4)}, random_shape(3)};
+    g.Input("x", shapes[0]).Input("w", shapes[1]);
+    // A third of the graphs are well formed, the rest a mix.
+    const int chaos = trial % 3 == 0 ? 0 : 1 + pick(4);
+    for (int i = 0; i < 12; ++i) {
+      const std::string name = absl::StrCat("n", i);
+      if (pick(5) >= chaos) {
+        // Well formed: relu of an earlier node, or its sum over dim 0.
+        const int from = pick(static_cast<int>(names.size()));
+        Shape shape = shapes[from];
+        if (pick(2) == 0 || shape.empty()) {
+          g.Op(name, "aten.relu.default", {A::Node(names[from])}, {shape});
+        } else {
+          shape.erase(shape.begin());
+          g.Op(name, "aten.sum.dim_IntList", {A::Node(names[from]), A::Ints({0})}, {shape});
+        }
+        names.push_back(name);
+        shapes.push_back(shape);
+        continue;
+      }
+      std::vector<A> args;
+      for (int a = pick(5); a >= 0; --a) {
+        switch (pick(7)) {
+          case 0:
+          case 1:
+            args.push_back(A::Node(names[pick(static_cast<int>(names.size()))]));
+            break;
+          case 2:
+            args.push_back(A::Int(pick(9) - 3));
+            break;
+          case 3:
+            args.push_back(A::Ints({pick(6) - 1, pick(6) - 1}));
+            break;
+          case 4:
+            args.push_back(A::Bool(pick(2) == 1));
+            break;
+          case 5:
+            args.push_back(A::None());
+            break;
+          default:
+            args.push_back(A::Bools({true, pick(2) == 1, false}));
+            break;
+        }
+      }
+      std::vector<Shape> outputs;
+      for (int k = pick(3); k > 0; --k) outputs.push_back(random_shape(4));
+      shapes.push_back(outputs.empty() ? Shape{} : outputs.front());
+      g.Op(name, kTargets[pick(sizeof(kTargets) / sizeof(kTargets[0]))], std::move(args),
+           std::move(outputs));
+      names.push_back(name);
+    }
+    g.Output({names.back()});
+    const v1::DataParallelStyle style =
+        pick(3) == 0 ? v1::REPLICATE : (pick(2) == 0 ? v1::FULLY_SHARD : v1::MEMORY_AWARE);
+    const Planned plan(g.Request({{"w", v1::PARAMETER}}, style, 1 + pick(4), 1 + pick(4096)));
+    if (plan.response().ok()) {
+      ++planned;
+      continue;
+    }
+    const absl::StatusCode code = plan.response().status().code();
+    EXPECT_TRUE(code == absl::StatusCode::kInvalidArgument ||
+                code == absl::StatusCode::kFailedPrecondition)
+        << plan.response().status();
+    if (code == absl::StatusCode::kInvalidArgument) {
+      EXPECT_TRUE(InvalidFieldPath(plan.response().status()).has_value())
+          << plan.response().status();
+    }
+  }
+  EXPECT_GT(planned, 100);  // the test reaches the planner, not only validation
 }
 
 TEST(PlanDataParallel, PlansALargeGraphInOnePass) {
