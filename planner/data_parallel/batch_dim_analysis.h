@@ -32,7 +32,8 @@
 //   full reduction to a scalar, a local scalar that stays sharded
 //   (upstream's rule); reductions that do not decompose (var, argmax, a
 //   select of one sample, ...) need the whole batch and give a replicated
-//   result.
+//   result. A summed local scalar divided by a multiple of the batch size
+//   (`sum / B`, as make_fx bakes x.shape[0]) is a mean.
 // - Other ops: the output dim whose size is the batch size, preferring the
 //   dim a batch operand lands on when broadcast. Where a non-batch dim of
 //   the batch size (in an operand or the output) leaves it open, the node is
@@ -47,9 +48,9 @@
 // An op node must give its output shapes (graph.proto `outputs`) unless it
 // is view-like or a getitem, whose shapes are derived (and checked when
 // given), or a tuple whose getitems give its elements' shapes (make_fx
-// leaves tuples without metadata). Shapes that do not fit the op (a view of another element count,
-// operands that do not broadcast, mm of mismatched matrices) are
-// INVALID_ARGUMENT naming the node.
+// leaves tuples without metadata). Shapes that do not fit the op (a view of
+// another element count, operands that do not broadcast, mm of mismatched
+// matrices) are INVALID_ARGUMENT naming the node.
 #ifndef PARTPLAN_PLANNER_DATA_PARALLEL_BATCH_DIM_ANALYSIS_H_
 #define PARTPLAN_PLANNER_DATA_PARALLEL_BATCH_DIM_ANALYSIS_H_
 

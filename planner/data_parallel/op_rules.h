@@ -34,7 +34,7 @@ enum class OpFamily : uint8_t {
   kFactoryLike,  // ones_like & co: operand 0's shape, values independent of it
   kFactory,      // zeros, new_zeros & co: a new tensor of the shape its arguments give
   kIdentity,     // element 0 keeps its operands' leading dims (left-aligned):
-                 // normalisations, dropout, loss backward ops
+                 // normalisations, dropout, pooling, loss backward ops
   kReduction,    // reduces `dim_arg` dims of operand 0 (all when absent or empty)
   kMatmul,       // mm, bmm, addmm, baddbmm
   kConvolution,  // N from the input's dim 0, its channels contracted, spatial dims kept
@@ -79,7 +79,7 @@ struct OpRule {
   int8_t lhs_arg = -1;        // kMatmul: the two matrices and the added term
   int8_t rhs_arg = -1;
   int8_t bias_arg = -1;
-  int8_t operand_arg = 0;       // kEmbedding: the indices; kIndexDim, kSplit, kReduction: self
+  int8_t operand_arg = 0;       // kEmbedding: the indices' argument
   int8_t output_mask_arg = -1;  // elements left out of `outputs` when masked off
   bool batched = false;         // kMatmul: bmm / baddbmm
   bool drops_dim = false;       // kIndexDim (select), kSplit (unbind)
