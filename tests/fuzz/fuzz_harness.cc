@@ -104,10 +104,10 @@ int64_t EdgeInteger(std::mt19937_64& random, int64_t current) {
                                     std::numeric_limits<int64_t>::min(),
                                     std::numeric_limits<int32_t>::max(),
                                     std::numeric_limits<int32_t>::min()});
-    case 1:
-      return current + static_cast<int64_t>(random() % 5) - 2;
+    case 1:  // a step either way, wrapping (two's complement, no overflow)
+      return static_cast<int64_t>(static_cast<uint64_t>(current) + random() % 5 - 2);
     case 2:
-      return current * 2;
+      return static_cast<int64_t>(static_cast<uint64_t>(current) << 1);
     default:
       return static_cast<int64_t>(random() % 64);
   }
