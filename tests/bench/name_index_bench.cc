@@ -1,0 +1,75 @@
+// Why import grows faster than the node count: the name -> id index that
+// graph_import builds (an absl::flat_hash_map<string_view, NodeId>, reserved
+// up front) on its own, on the residual stack's node names, next to a plain
+// pass over the same names.
+//
+//   bazel run -c opt //tests/bench:name_index_bench
+//
+// Each iteration inserts every name and looks up each node's arguments (the
+// previous layer's names), as GraphBuilder::AddNode and AddValues do. At 10^5
+// nodes the table (16-byte slots, 2^17 of them: 2 MiB) fits this machine's
+// 2 MiB L2; at 10^6 (32 MiB) every insert at a random slot is a cache miss,
+// so time per node rises although the work per node is the same.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "benchmark/benchmark.h"
+
+namespace partplan {
+namespace {
+
+// The names of ResidualStack(n) (synthetic_graphs.h), each a separate heap
+// string as in a parsed request.
+std::vector<std::string> ResidualStackNames(int64_t n) {
+  std::vector<std::string> names;
+  names.reserve(static_cast<size_t>(n));
+  names.push_back("x");
+  for (int64_t i = 0; static_cast<int64_t>(names.size()) + 3 <= n - 1; ++i) {
+    names.push_back(absl::StrCat("layers_", i, "_linear"));
+    names.push_back(absl::StrCat("relu_", i));
+    names.push_back(absl::StrCat("add_", i));
+  }
+  names.push_back("output");
+  return names;
+}
+
+void BM_NameIndex(benchmark::State& state) {
+  const std::vector<std::string> names = ResidualStackNames(state.range(0));
+  const int64_t n = static_cast<int64_t>(names.size());
+  for (auto _ : state) {
+    absl::flat_hash_map<absl::string_view, int32_t> id_of_name;
+    id_of_name.reserve(static_cast<size_t>(n));
+    int64_t found = 0;
+    for (int32_t v = 0; v < n; ++v) {
+      id_of_name.try_emplace(names[v], v);
+      // A node's arguments: the node before it, and the layer input (3 back).
+      if (v >= 1) found += id_of_name.find(names[v - 1])->second;
+      if (v >= 3) found += id_of_name.find(names[v - 3])->second;
+    }
+    benchmark::DoNotOptimize(found);
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+// The same names read once in order: what a linear pass costs.
+void BM_NamePass(benchmark::State& state) {
+  const std::vector<std::string> names = ResidualStackNames(state.range(0));
+  for (auto _ : state) {
+    uint64_t sum = 0;
+    for (const std::string& name : names) sum += static_cast<unsigned char>(name.back());
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(names.size()));
+}
+
+BENCHMARK(BM_NameIndex)->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_NamePass)->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace partplan
+
+BENCHMARK_MAIN();
