@@ -82,6 +82,26 @@ RawReply CallRaw(const std::shared_ptr<grpc::Channel>& channel, PlannerRpc rpc, 
   return reply;
 }
 
+PendingRawCall::PendingRawCall(const std::shared_ptr<grpc::Channel>& channel, PlannerRpc rpc,
+                               const std::string& request, absl::Duration timeout)
+    : request_(ToByteBuffer(request)) {
+  context_.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  grpc::GenericStub stub(channel);
+  stub.UnaryCall(&context_, MethodPath(rpc), grpc::StubOptions(), &request_, &response_,
+                 [this](grpc::Status status) {
+                   reply_.status = std::move(status);
+                   if (reply_.status.ok()) reply_.response = FromByteBuffer(response_);
+                   answered_at_ = absl::Now();
+                   done_.Notify();
+                 });
+}
+
+PendingRawCall::~PendingRawCall() { done_.WaitForNotification(); }
+
+bool PendingRawCall::Wait(absl::Duration timeout) {
+  return done_.WaitForNotificationWithTimeout(timeout);
+}
+
 std::vector<std::string> FieldViolations(const grpc::Status& status) {
   std::vector<std::string> fields;
   google::rpc::Status details;
@@ -154,35 +174,42 @@ std::string ExampleRequest(PlannerRpc rpc) {
 v1::PartitionGraphRequest SlowPartitionRequest(int layers) {
   v1::PartitionGraphRequest request;
   v1::Graph* graph = request.mutable_graph();
-  graph->set_name("alternating_embeddings");
+  graph->set_name(absl::StrCat("branches_", layers));
   auto add = [graph](const std::string& name, v1::Op op, const std::string& input) {
     v1::Node* node = graph->add_nodes();
     node->set_name(name);
     node->set_op(op);
     node->set_target(name);
     if (!input.empty()) node->add_args()->set_node(input);
-    node->mutable_size_bytes()->set_total_bytes(op == v1::OUTPUT ? 0 : 100);
-    node->mutable_size_bytes()->set_output_bytes(op == v1::OUTPUT ? 0 : 10);
+    if (op != v1::OUTPUT) {
+      node->mutable_size_bytes()->set_total_bytes(100);
+      node->mutable_size_bytes()->set_output_bytes(10);
+    }
     return node;
   };
+  // x -> emb_i -> dense_i for every branch i, in the order emb_0, dense_0,
+  // emb_1, ...: every node starts a new partition, and sparse_nn then merges
+  // the dense ones (all on one DAG level) pair by pair, and the embedding
+  // ones likewise, each merge costing a pass over the graph.
   add("x", v1::PLACEHOLDER, "");
-  std::string previous = "x";
+  v1::Node* output = nullptr;
   for (int i = 0; i < layers; ++i) {
     const std::string embedding = absl::StrCat("emb_", i);
-    add(embedding, v1::CALL_MODULE, previous)->set_module_type("torch.nn.Embedding");
-    const std::string dense = absl::StrCat("dense_", i);
-    add(dense, v1::CALL_FUNCTION, embedding);
-    previous = dense;
+    add(embedding, v1::CALL_MODULE, "x")->set_module_type("torch.nn.Embedding");
+    add(absl::StrCat("dense_", i), v1::CALL_FUNCTION, embedding);
   }
-  add("output", v1::OUTPUT, previous);
-  // Two equal devices, each holding a little over half the graph: every
-  // embedding/dense boundary cuts, and merging then tries pair after pair.
-  const int64_t total = 100 * (2 * static_cast<int64_t>(layers) + 1);
+  output = add("output", v1::OUTPUT, "");
+  output->add_args()->set_tuple(static_cast<uint32_t>(layers));
+  for (int i = 0; i < layers; ++i) output->add_args()->set_node(absl::StrCat("dense_", i));
+  // Two devices of 170 bytes per branch: less than the whole graph (about
+  // 200 per branch), more than every merge tried. The plan then fails
+  // (FAILED_PRECONDITION): the merged embedding and dense partitions do not
+  // fit one device together.
   for (int d = 0; d < 2; ++d) {
     v1::Device* device = request.mutable_devices()->add_devices();
     device->set_name(absl::StrCat("gpu", d));
     device->set_logical_id(d);
-    device->set_available_memory_bytes(total / 2 + total / 10);
+    device->set_available_memory_bytes(170 * static_cast<int64_t>(layers));
   }
   request.mutable_config()->set_mode(v1::PartitionerConfig::SPARSE_NN);
   return request;
@@ -329,7 +356,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   close(log_fd);
   process->pid_ = pid;
 
-  // The port is in the "serving" line: "address":"127.0.0.1:<port>".
+  // The ports are in the "serving" line: "address":"127.0.0.1:<port>",
+  // "metrics_port":<port>.
   const absl::Time give_up = absl::Now() + absl::Seconds(60);
   while (absl::Now() < give_up) {
     const std::string log = process->Log();
@@ -340,6 +368,13 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
       int port;
       if (absl::SimpleAtoi(rest, &port) && port > 0) {
         process->port_ = port;
+        const size_t metrics_at = log.find("\"metrics_port\":", at);
+        if (metrics_at != std::string::npos) {
+          absl::string_view value = absl::string_view(log).substr(metrics_at + 15);
+          value = value.substr(0, value.find_first_of(",}"));
+          int metrics_port;
+          if (absl::SimpleAtoi(value, &metrics_port)) process->metrics_port_ = metrics_port;
+        }
         return process;
       }
     }

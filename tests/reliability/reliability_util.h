@@ -24,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/limits.h"
@@ -51,6 +52,37 @@ struct RawReply {
 RawReply CallRaw(const std::shared_ptr<grpc::Channel>& channel, PlannerRpc rpc, const std::string& request,
                  absl::Duration timeout = absl::Seconds(60),
                  absl::Duration cancel_after = absl::InfiniteDuration());
+
+// A call like CallRaw's, in flight while the test does something else:
+//
+//   auto call = std::make_unique<PendingRawCall>(channel, PlannerRpc::kPlan, bytes);
+//   call->Cancel();                         // from the client, at any time
+//   ASSERT_TRUE(call->Wait(absl::Seconds(5)));
+//   call->reply().status.error_code();
+class PendingRawCall {
+ public:
+  PendingRawCall(const std::shared_ptr<grpc::Channel>& channel, PlannerRpc rpc,
+                 const std::string& request, absl::Duration timeout = absl::Seconds(60));
+  // Waits for the answer (the call must end before it is destroyed).
+  ~PendingRawCall();
+
+  void Cancel() { context_.TryCancel(); }
+  // True once answered; false after `timeout`.
+  bool Wait(absl::Duration timeout);
+  bool done() const { return done_.HasBeenNotified(); }
+  // Valid once done.
+  const RawReply& reply() const { return reply_; }
+  // When the answer came.
+  absl::Time answered_at() const { return answered_at_; }
+
+ private:
+  grpc::ClientContext context_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  RawReply reply_;
+  absl::Time answered_at_;
+  absl::Notification done_;
+};
 
 // The field paths of the google.rpc.BadRequest in `status`'s details, in
 // order; empty when it carries none.
@@ -143,6 +175,8 @@ class ServerProcess {
 
   pid_t pid() const { return pid_; }
   int port() const { return port_; }
+  // The metrics port from the log, or -1 (disabled).
+  int metrics_port() const { return metrics_port_; }
   const std::string& log_path() const { return log_path_; }
   std::string Log() const;
 
@@ -156,6 +190,7 @@ class ServerProcess {
 
   pid_t pid_ = -1;
   int port_ = 0;
+  int metrics_port_ = -1;
   bool exited_ = false;
   std::string log_path_;
 };
