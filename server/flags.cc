@@ -41,6 +41,9 @@ ABSL_FLAG(int64_t, plan_cache_bytes, 64 << 20,
           "(least recently used first out); 0 disables the cache.");
 ABSL_FLAG(int32_t, max_receive_message_bytes, 256 << 20,
           "Largest request accepted, in bytes (positive; never unlimited).");
+ABSL_FLAG(double, max_call_seconds, 300,
+          "Longest a call may plan, from its arrival, whatever deadline its client set; beyond it "
+          "the planner stops and the call gets DEADLINE_EXCEEDED naming this flag.");
 ABSL_FLAG(double, drain_deadline_seconds, 20,
           "On SIGTERM/SIGINT, seconds calls in flight get to finish before they are cancelled.");
 ABSL_FLAG(partplan::LogFormat, log_format, partplan::LogFormat::kText,
@@ -140,6 +143,13 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
         absl::StrCat("--drain_deadline_seconds must be in [0, 86400], got ", drain_seconds));
   }
   options.drain_deadline = absl::Seconds(drain_seconds);
+  const double max_call_seconds = absl::GetFlag(FLAGS_max_call_seconds);
+  // Also rejects NaN.
+  if (!(max_call_seconds > 0 && max_call_seconds <= 7 * 24 * 3600)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_call_seconds must be in (0, 604800], got ", max_call_seconds));
+  }
+  options.max_call_duration = absl::Seconds(max_call_seconds);
   options.limits.max_nodes = absl::GetFlag(FLAGS_max_nodes);
   options.limits.max_values_per_node = absl::GetFlag(FLAGS_max_values_per_node);
   options.limits.max_values = absl::GetFlag(FLAGS_max_values);

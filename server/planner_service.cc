@@ -1,5 +1,6 @@
 #include "server/planner_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <type_traits>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/logging.h"
@@ -52,11 +54,13 @@ int DeviceCount(const Request& request) {
 class PlannerCall final : public grpc::ServerUnaryReactor {
  public:
   PlannerCall(PlannerRpc rpc, const grpc::CallbackServerContext& context, int nodes, int devices,
-              const ServerMetrics& metrics)
+              const ServerMetrics& metrics, absl::Duration max_call_duration)
       : rpc_(rpc),
         metrics_(metrics),
-        token_(DeadlineOf(context)),
         start_(absl::Now()),
+        server_limit_(start_ + max_call_duration),
+        client_deadline_(DeadlineOf(context)),
+        token_(std::min(client_deadline_, server_limit_)),
         nodes_(nodes),
         devices_(devices),
         request_id_(RequestIdOf(context)) {
@@ -68,7 +72,15 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
 
   // Records the outcome in metrics and the log, then finishes the call; the
   // call may be deleted as soon as this returns.
-  void Complete(const absl::Status& status) {
+  void Complete(const absl::Status& status_in) {
+    absl::Status status = status_in;
+    if (status.code() == absl::StatusCode::kDeadlineExceeded && server_limit_ < client_deadline_ &&
+        absl::Now() >= server_limit_) {
+      // The server's limit, not the client's deadline: say which.
+      status = absl::DeadlineExceededError(absl::StrCat(
+          "planning stopped after ", absl::FormatDuration(server_limit_ - start_),
+          ", the longest the server lets a call take (--max_call_seconds)"));
+    }
     const grpc::Status grpc_status = ToGrpcStatus(status);
     const absl::Duration duration = absl::Now() - start_;
     metrics_.handled(rpc_, grpc_status.error_code()).Increment();
@@ -98,8 +110,10 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
 
   const PlannerRpc rpc_;
   const ServerMetrics& metrics_;
-  CancellationToken token_;
   const absl::Time start_;
+  const absl::Time server_limit_;     // start_ + max_call_duration
+  const absl::Time client_deadline_;  // InfiniteFuture without one
+  CancellationToken token_;
   const int nodes_;
   const int devices_;
   const std::string request_id_;
@@ -109,12 +123,14 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
 
 PlannerService::PlannerService(PlannerBackend& backend, BoundedThreadPool& pool,
                                const ServerMetrics& metrics,
-                               const TokenAuthenticator* authenticator, PlanCache* plan_cache)
+                               const TokenAuthenticator* authenticator, PlanCache* plan_cache,
+                               absl::Duration max_call_duration)
     : backend_(backend),
       pool_(pool),
       metrics_(metrics),
       authenticator_(authenticator),
-      plan_cache_(plan_cache) {
+      plan_cache_(plan_cache),
+      max_call_duration_(max_call_duration) {
   SetMessageAllocatorFor_PartitionGraph(&partition_graph_allocator_);
   SetMessageAllocatorFor_SplitGraph(&split_graph_allocator_);
   SetMessageAllocatorFor_ShardGraph(&shard_graph_allocator_);
@@ -130,7 +146,7 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
                                                  grpc::CallbackServerContext* context,
                                                  const Request* request, Response* response) {
   auto* call = new PlannerCall(rpc, *context, request->graph().nodes_size(), DeviceCount(*request),
-                               metrics_);
+                               metrics_, max_call_duration_);
   if (authenticator_ != nullptr) {
     if (const grpc::Status auth = authenticator_->Check(context->client_metadata()); !auth.ok()) {
       call->Complete(absl::UnauthenticatedError(auth.error_message()));

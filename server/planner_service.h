@@ -40,9 +40,12 @@ class PlannerService final : public v1::PartitionPlanner::CallbackService {
  public:
   // All must outlive the service; `authenticator` may be null (no token
   // authentication), and so may `plan_cache` (no caching).
+  // A call planning for `max_call_duration` from its arrival stops with
+  // DEADLINE_EXCEEDED, whatever its own deadline.
   PlannerService(PlannerBackend& backend, BoundedThreadPool& pool, const ServerMetrics& metrics,
                  const TokenAuthenticator* authenticator = nullptr,
-                 PlanCache* plan_cache = nullptr);
+                 PlanCache* plan_cache = nullptr,
+                 absl::Duration max_call_duration = absl::InfiniteDuration());
 
   grpc::ServerUnaryReactor* PartitionGraph(grpc::CallbackServerContext* context,
                                            const v1::PartitionGraphRequest* request,
@@ -95,6 +98,7 @@ class PlannerService final : public v1::PartitionPlanner::CallbackService {
   const ServerMetrics& metrics_;
   const TokenAuthenticator* const authenticator_;
   PlanCache* const plan_cache_;
+  const absl::Duration max_call_duration_;
 };
 
 }  // namespace partplan

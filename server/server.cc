@@ -71,6 +71,9 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max receive message size must be positive, got ", options.max_receive_message_bytes));
   }
+  if (options.max_call_duration <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("max call duration must be positive");
+  }
   if (options.drain_deadline < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("drain deadline must not be negative");
   }
@@ -103,7 +106,8 @@ PlannerServer::PlannerServer(const ServerOptions& options, std::unique_ptr<Plann
       plan_cache_(options.plan_cache_bytes > 0
                       ? std::make_unique<PlanCache>(options.plan_cache_bytes)
                       : nullptr),
-      service_(*backend_, pool_, metrics_, authenticator_.get(), plan_cache_.get()) {}
+      service_(*backend_, pool_, metrics_, authenticator_.get(), plan_cache_.get(),
+               options.max_call_duration) {}
 
 absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
     const ServerOptions& options, std::unique_ptr<PlannerBackend> backend) {

@@ -63,6 +63,12 @@ struct ServerOptions {
   int max_receive_message_bytes = 256 << 20;
   // How long Shutdown() lets calls in flight finish before cancelling them.
   absl::Duration drain_deadline = absl::Seconds(20);
+  // The longest a call may take from its arrival, whatever deadline its
+  // client set (or none): a planner still running then stops with
+  // DEADLINE_EXCEEDED naming --max_call_seconds. Keeps one call from holding
+  // a planner thread for hours (SPARSE_NN merging is quadratic on some
+  // graphs).
+  absl::Duration max_call_duration = absl::Minutes(5);
   // Input limits of the library backend (ignored with an injected backend).
   InputLimits limits;
   // Bytes of plans kept to answer repeated requests; 0 disables the cache.

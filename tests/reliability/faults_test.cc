@@ -46,13 +46,15 @@ std::string SlowRequest(int i) {
 
 class FaultsTest : public ::testing::Test {
  protected:
-  void StartServer(int max_receive_message_bytes = 256 << 20) {
+  void StartServer(int max_receive_message_bytes = 256 << 20,
+                   absl::Duration max_call_duration = absl::Minutes(5)) {
     auto backend = std::make_unique<RecordingBackend>();
     backend_ = backend.get();
     ServerOptions options = TestServerOptions();  // 2 planner threads, 4 queued calls
     options.metrics_port = 0;
     options.plan_cache_bytes = 0;  // every call plans
     options.max_receive_message_bytes = max_receive_message_bytes;
+    options.max_call_duration = max_call_duration;
     server_ = StartTestServer(std::move(backend), options);
     ASSERT_NE(server_, nullptr);
     channel_ = LoopbackChannel(server_->port());
@@ -138,6 +140,30 @@ TEST_F(FaultsTest, ExpiredDeadlinesStopTheirPlanners) {
         << code;
   }
   ExpectIdle();
+  ExpectServing();
+}
+
+// A client without a deadline cannot hold a planner thread past the
+// server's own limit (--max_call_seconds), and the answer names it.
+TEST_F(FaultsTest, CallsWithoutADeadlineStopAtTheServersLimit) {
+  constexpr absl::Duration kLimit = absl::Milliseconds(700);
+  StartServer(256 << 20, kLimit);
+  const absl::Time start = absl::Now();
+  std::vector<std::unique_ptr<PendingRawCall>> calls;
+  for (int i = 0; i < 3; ++i) {
+    calls.push_back(std::make_unique<PendingRawCall>(channel_, PlannerRpc::kPartitionGraph,
+                                                     SlowRequest(i), absl::Hours(1)));
+  }
+  for (auto& call : calls) {
+    ASSERT_TRUE(call->Wait(kTestTimeout));
+    EXPECT_EQ(call->reply().status.error_code(), StatusCode::DEADLINE_EXCEEDED)
+        << Describe(call->reply().status);
+    EXPECT_NE(call->reply().status.error_message().find("--max_call_seconds"), std::string::npos)
+        << Describe(call->reply().status);
+    EXPECT_LT(call->answered_at() - start, kLimit + kPrompt);
+  }
+  ExpectIdle();
+  EXPECT_EQ(backend_->finished(), backend_->started());
   ExpectServing();
 }
 
