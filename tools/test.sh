@@ -3,6 +3,7 @@
 #
 #   tools/test.sh                   # all tests
 #   tools/test.sh --config=asan     # extra Bazel flags are passed through
+#   PARTPLAN_SANITIZE=1 tools/test.sh  # also every C++ test under ASan+UBSan
 #
 # Installs missing Debian packages first (tools/install_deps.sh --python:
 # the Python client's tests need python3-torch, python3-torchvision,
@@ -11,6 +12,11 @@
 # crashed without a report counts as one failure), plus the Python client's
 # unittest cases (client/python/tests/run.py, run with /usr/bin/python3 or
 # $PARTPLAN_PYTHON against the server binary this run built).
+#
+# With PARTPLAN_SANITIZE=1 the C++ tests run a second time, built with
+# --config=asan-ubsan (into an output directory of their own), and their
+# cases count too. It is off by default: a cold sanitizer build and run took
+# about 25 minutes on a 2-core machine (README.md, "Reliability").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,33 +35,62 @@ trap 'rm -f "$summary" "$python_log"' EXIT
 bazel test --keep_going --test_summary=short "$@" //... 2>&1 | tee "$summary"
 bazel_status=${PIPESTATUS[0]}
 
-testlogs=$(bazel info bazel-testlogs "$@" 2>/dev/null)
 passed=0
 failed=0
-for target in $targets; do
-  package=${target#//}
-  package=${package%%:*}
-  name=${target##*:}
-  xml="$testlogs/$package/$name/test.xml"
-  # Only a target this run tested (or found cached) has a current report;
-  # one that failed to build or has no status may have a stale one.
-  if ! grep -Eq "^$target +(\(cached\) )?(PASSED|FAILED)" "$summary" || [[ ! -f "$xml" ]]; then
-    echo "no test report for $target" >&2
-    failed=$((failed + 1))
-    continue
-  fi
-  read -r p f < <(awk '
-    /<testcase/ { in_case = 1; bad = 0; total++ }
-    in_case && /<(failure|error)/ { bad = 1 }
-    in_case && (/<\/testcase>/ || /<testcase[^>]*\/>/) { if (bad) failures++; in_case = 0 }
-    END { print total - failures, failures + 0 }' "$xml")
-  passed=$((passed + p))
-  failed=$((failed + f))
-done
+# count_reports SUMMARY TESTLOGS TARGET...: adds the GoogleTest cases of
+# each target's test.xml to passed and failed.
+count_reports() {
+  local summary_file=$1 testlogs=$2
+  shift 2
+  local target package name xml p f
+  for target in "$@"; do
+    package=${target#//}
+    package=${package%%:*}
+    name=${target##*:}
+    xml="$testlogs/$package/$name/test.xml"
+    # Only a target this run tested (or found cached) has a current report;
+    # one that failed to build or has no status may have a stale one.
+    if ! grep -Eq "^$target +(\(cached\) )?(PASSED|FAILED)" "$summary_file" || [[ ! -f "$xml" ]]; then
+      echo "no test report for $target" >&2
+      failed=$((failed + 1))
+      continue
+    fi
+    read -r p f < <(awk '
+      /<testcase/ { in_case = 1; bad = 0; total++ }
+      in_case && /<(failure|error)/ { bad = 1 }
+      in_case && (/<\/testcase>/ || /<testcase[^>]*\/>/) { if (bad) failures++; in_case = 0 }
+      END { print total - failures, failures + 0 }' "$xml")
+    passed=$((passed + p))
+    failed=$((failed + f))
+  done
+}
+# shellcheck disable=SC2086  # one target per word
+count_reports "$summary" "$(bazel info bazel-testlogs "$@" 2>/dev/null)" $targets
 
 if [[ $bazel_status -ne 0 && $failed -eq 0 ]]; then
   # Bazel failed (e.g. a build error) without a failing test case to show.
   failed=1
+fi
+
+if [[ "${PARTPLAN_SANITIZE:-0}" == 1 ]]; then
+  # The C++ tests only: tests/deploy checks the image's packages against the
+  # binary's libraries, which under sanitizers include libasan and libubsan.
+  sanitize_targets=$(bazel query 'tests(//...) except tests(//tests/deploy/...)' 2>/dev/null)
+  sanitize_summary=$(mktemp)
+  bazel test --config=asan-ubsan --keep_going --test_summary=short "$@" -- //... -//tests/deploy/... \
+    2>&1 | tee "$sanitize_summary"
+  sanitize_status=${PIPESTATUS[0]}
+  failed_before=$failed
+  # shellcheck disable=SC2086
+  count_reports "$sanitize_summary" \
+    "$(bazel info --config=asan-ubsan bazel-testlogs "$@" 2>/dev/null)" $sanitize_targets
+  rm -f "$sanitize_summary"
+  if [[ $sanitize_status -ne 0 && $failed -eq $failed_before ]]; then
+    failed=$((failed + 1))
+  fi
+  if [[ $sanitize_status -ne 0 ]]; then
+    bazel_status=$sanitize_status
+  fi
 fi
 
 # The Python client (client/python): its last line is
