@@ -31,12 +31,22 @@ absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const Devic
                                absl::StrCat("partition ", entry.partition(), " is listed twice"));
     }
     has_devices[entry.partition()] = true;
+    // Each device once: a device listed twice would be charged the
+    // partition twice (and its load could overflow).
+    std::vector<bool> listed(devices.size(), false);
     for (int k = 0; k < entry.logical_device_ids_size(); ++k) {
-      if (devices.IndexOf(entry.logical_device_ids(k)) < 0) {
+      const int d = devices.IndexOf(entry.logical_device_ids(k));
+      if (d < 0) {
         return InvalidFieldError(absl::StrCat(at, ".logical_device_ids[", k, "]"),
                                  absl::StrCat("no device has logical id ",
                                               entry.logical_device_ids(k)));
       }
+      if (listed[d]) {
+        return InvalidFieldError(absl::StrCat(at, ".logical_device_ids[", k, "]"),
+                                 absl::StrCat("device ", entry.logical_device_ids(k),
+                                              " is listed twice for partition ", entry.partition()));
+      }
+      listed[d] = true;
     }
     set.partitions[entry.partition()].logical_device_ids = {entry.logical_device_ids().begin(),
                                                             entry.logical_device_ids().end()};

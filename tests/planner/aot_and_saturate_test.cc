@@ -111,6 +111,10 @@ INSTANTIATE_TEST_SUITE_P(
          "cycle exists between partitions: partitions 0, 1"},
         {"EmptyPartition", {{"a", 0}, {"b", 0}, {"c", 0}}, {{0}, {1}}, "config.partition_devices",
          "partition 1 has no nodes"},
+        // A device listed twice would be charged the partition twice.
+        {"DeviceListedTwice", {{"a", 0}, {"b", 0}, {"c", 0}}, {{0, 1, 0}},
+         "config.partition_devices[0].logical_device_ids[2]",
+         "device 0 is listed twice for partition 0"},
     }),
     [](const ::testing::TestParamInfo<BadAotCase>& info) { return info.param.name; });
 
