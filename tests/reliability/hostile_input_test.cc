@@ -15,6 +15,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -454,6 +455,15 @@ std::vector<HostileCase> Cases() {
                  for (int i = 0; i < 100000; ++i) b->add_args()->set_list(1);
                },
                "graph.nodes[3].args"));
+  add(GraphRow("DeeplyNestedListsAreWalkedWithoutRecursion",
+               [](v1::Graph& g) {
+                 // [[[[...[a]...]]]], 100k deep: valid, and answered.
+                 v1::Node* b = g.mutable_nodes(3);
+                 b->clear_args();
+                 for (int i = 0; i < 100000; ++i) b->add_args()->set_list(1);
+                 b->add_args()->set_node("a");
+               },
+               "", StatusCode::OK));
   add(GraphRow("KeywordArgumentWithoutName",
                [](v1::Graph& g) {
                  v1::KeywordArgument* kwarg = g.mutable_nodes(3)->add_kwargs();
@@ -726,6 +736,13 @@ std::vector<HostileCase> Cases() {
   add(AotRow("AotNegativePartitionId",
              [](v1::PartitionerConfig& c) { c.mutable_node_partitions(0)->set_partition(-1); },
              "config.node_partitions[0].partition"));
+  add(AotRow("AotDeviceListedTwice",
+             [](v1::PartitionerConfig& c) {
+               // Charging partition 0 to device 0 twice could overflow its load.
+               c.mutable_partition_devices(0)->add_logical_device_ids(1);
+               c.mutable_partition_devices(0)->add_logical_device_ids(0);
+             },
+             "config.partition_devices[0].logical_device_ids[2]"));
   add(AotRow("AotCycleBetweenPartitions",
              [](v1::PartitionerConfig& c) {
                // b (partition 1) reads a (0); c (0) reads b (1).
@@ -1205,11 +1222,16 @@ TEST(HostileInputTableTest, HasAtLeastFortyDistinctRowsCoveringEveryRpc) {
   EXPECT_GE(cases.size(), 40u);
   std::set<std::string> names;
   std::set<PlannerRpc> rpcs;
+  std::map<PlannerRpc, int> rows_of;
   for (const HostileCase& row : cases) {
     EXPECT_TRUE(names.insert(row.name).second) << row.name;
     rpcs.insert(row.rpc);
+    ++rows_of[row.rpc];
   }
   EXPECT_EQ(rpcs.size(), kPlannerRpcCount);
+  std::printf("%zu rows:", cases.size());
+  for (const auto& [rpc, count] : rows_of) std::printf(" %s %d", std::string(RpcName(rpc)).c_str(), count);
+  std::printf("\n");
 }
 
 }  // namespace
