@@ -889,6 +889,19 @@ std::vector<HostileCase> Cases() {
                  r.mutable_config()->set_shard_count(std::numeric_limits<int32_t>::min());
                },
                "config.shard_count"));
+  add(ExampleRow<v1::ShardGraphRequest>(
+      "ShardCountOfTwoBillion", PlannerRpc::kShardGraph, Probe::kShardGraph,
+      [](v1::ShardGraphRequest& r) {
+        r.mutable_config()->set_shard_count(std::numeric_limits<int32_t>::max());
+      },
+      "", StatusCode::OK));
+  add(ExampleRow<v1::ShardGraphRequest>(
+      "ExactShardCountOfTwoBillion", PlannerRpc::kShardGraph, Probe::kShardGraph,
+      [](v1::ShardGraphRequest& r) {
+        r.mutable_config()->set_shard_count(std::numeric_limits<int32_t>::max());
+        r.mutable_config()->set_exact(true);
+      },
+      "", StatusCode::FAILED_PRECONDITION));
   add(ShardRow("UnknownShardMode",
                [](v1::ShardGraphRequest& r) {
                  r.mutable_config()->set_mode(static_cast<v1::ShardConfig::Mode>(9));
