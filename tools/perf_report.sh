@@ -21,7 +21,8 @@
 #   9. name_index_bench: graph_import's name -> id index alone (why import
 #      grows faster than the node count);
 #  10. with --profile: perf record -e cpu-clock of the end-to-end 10^6 call, of
-#      the server during the 10^6 call, and of Validate at 10^5 and 10^6.
+#      the server during the 10^6 call and under the 100-node load (cache hits,
+#      then Validate), and of Validate at 10^5 and 10^6.
 # Everything goes to $PERF_OUT (default: a new /tmp/partplan-perf.* directory).
 #
 # Environment: PERF_OUT, PERF_LOAD_DURATION (default 10s), PERF_QUIET_LOAD
@@ -136,6 +137,20 @@ for cache in off on; do
   step "load, 100 nodes, 16 clients, plan cache $cache"
   "$cli" load PartitionGraph --target="127.0.0.1:$port" --request="$out/request_100.pb" \
     --concurrency=16 --duration="$duration" --compare_noop | tee "$out/load_100_cache_$cache.txt"
+  if [[ $cache == on && $profile == 1 ]]; then
+    # The server's CPU per call: cache hits against the no-op, 5 s of each.
+    for method in PartitionGraph Validate; do
+      step "profile: server under load, 100 nodes, $method"
+      perf record -q -e cpu-clock -F 1000 -o "$out/server_load_$method.perf.data" \
+        -p "$server_pid" &
+      perf_pid=$!
+      sleep 1
+      "$cli" load "$method" --target="127.0.0.1:$port" --request="$out/request_100.pb" \
+        --concurrency=16 --duration=5s | tee "$out/server_load_$method.txt"
+      kill -INT "$perf_pid"
+      wait "$perf_pid" || true
+    done
+  fi
   if [[ $cache == on ]]; then
     step "load, 10^5 nodes repeated (cache hits), 2 clients"
     "$cli" load PartitionGraph --target="127.0.0.1:$port" --request="$out/request_100000.pb" \
@@ -193,8 +208,11 @@ if [[ $profile == 1 ]]; then
       "$bin/tests/bench/partitioner_bench" --benchmark_filter="BM_Validate/$nodes\$" \
       --benchmark_min_time=3 > /dev/null 2>&1
   done
-  for data in end_to_end_1e6 server_1e6 validate_100000 validate_1000000; do
+  for data in end_to_end_1e6 server_1e6 validate_100000 validate_1000000 \
+      server_load_PartitionGraph server_load_Validate; do
     echo "== profile $data: self time by library, then by symbol"
+    echo "samples: $(perf report -i "$out/$data.perf.data" -n --no-children -g none --sort=dso \
+      --stdio 2>/dev/null | awk '/%/ {s += $2} END {print s}')"
     perf report -i "$out/$data.perf.data" --no-children -g none --sort=dso --stdio 2>/dev/null \
       | grep '%' | head -6 | sed 's/ *$//'
     perf report -i "$out/$data.perf.data" --no-children -g none --sort=sym --stdio \
