@@ -53,26 +53,30 @@ absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const Devic
   }
 
   std::vector<int32_t> given(graph.num_nodes(), -1);  // the entry naming each node
-  for (int i = 0; i < config.node_partitions_size(); ++i) {
-    const v1::NodePartition& entry = config.node_partitions(i);
-    const std::string at = absl::StrCat("config.node_partitions[", i, "]");
-    const NodeId v = graph.Find(entry.node());
+  const auto& entries = config.node_partitions();
+  HashAhead hashes(graph.name_index(), entries.size(),
+                   [&](int64_t i) -> const std::string& { return entries[i].node(); });
+  for (int i = 0; i < entries.size(); ++i) {
+    const v1::NodePartition& entry = entries[i];
+    // Made only for an error: one string per entry would cost more than the lookup.
+    const auto at = [i] { return absl::StrCat("config.node_partitions[", i, "]"); };
+    const NodeId v = graph.Find(entry.node(), hashes.Next(i));
     if (v < 0) {
-      return InvalidFieldError(absl::StrCat(at, ".node"),
+      return InvalidFieldError(absl::StrCat(at(), ".node"),
                                absl::StrCat("no node is called '", entry.node(), "'"));
     }
     if (v == graph.output_node()) {
-      return InvalidFieldError(absl::StrCat(at, ".node"), "the OUTPUT node has no partition");
+      return InvalidFieldError(absl::StrCat(at(), ".node"), "the OUTPUT node has no partition");
     }
     if (given[v] >= 0) {
-      return InvalidFieldError(absl::StrCat(at, ".node"),
+      return InvalidFieldError(absl::StrCat(at(), ".node"),
                                absl::StrCat("node '", entry.node(), "' is already assigned by ",
                                             "config.node_partitions[", given[v], "]"));
     }
     given[v] = i;
     if (entry.partition() < 0 || entry.partition() >= num_partitions) {
       return InvalidFieldError(
-          absl::StrCat(at, ".partition"),
+          absl::StrCat(at(), ".partition"),
           absl::StrCat("partition ", entry.partition(),
                        " has no config.partition_devices entry (ids are 0..",
                        num_partitions - 1, ")"));

@@ -18,10 +18,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "google/protobuf/repeated_ptr_field.h"
 #include "partplan/v1/graph.pb.h"
+#include "planner/name_index.h"
 
 namespace partplan {
 
@@ -36,6 +37,11 @@ class CompactGraph {
   int32_t num_nodes() const { return static_cast<int32_t>(op_.size()); }
   const v1::Graph& source() const { return *source_; }
   const std::string& name(NodeId v) const { return source_->nodes(v).name(); }
+  // Appends the names of `ids` to `out`, as plans list nodes. On large graphs
+  // the nodes' messages are long out of cache by then, so their reads are
+  // prefetched ahead.
+  void AppendNames(absl::Span<const NodeId> ids,
+                   google::protobuf::RepeatedPtrField<std::string>* out) const;
   v1::Op op(NodeId v) const { return op_[v]; }
   // call_module, call_function or call_method: the nodes partitions are made of.
   bool is_op_node(NodeId v) const {
@@ -63,10 +69,13 @@ class CompactGraph {
   int64_t num_edges() const { return static_cast<int64_t>(input_ids_.size()); }
 
   // The node called `name`, or -1.
-  NodeId Find(absl::string_view name) const {
-    auto it = id_of_name_.find(name);
-    return it == id_of_name_.end() ? -1 : it->second;
+  NodeId Find(absl::string_view name) const { return name_index_.Find(names(), name); }
+  // The same, given NameIndex::Hash(name): with HashAhead, a loop looking up
+  // many names in order prefetches their slots.
+  NodeId Find(absl::string_view name, uint64_t hash) const {
+    return name_index_.Find(names(), name, hash);
   }
+  const NameIndex& name_index() const { return name_index_; }
 
   // The OUTPUT node (always the last node).
   NodeId output_node() const { return num_nodes() - 1; }
@@ -78,6 +87,13 @@ class CompactGraph {
 
  private:
   friend class GraphBuilder;
+
+  // The nodes' names by id, as NameIndex reads them.
+  struct NodeNames {
+    const v1::Graph* graph;
+    const std::string& operator[](NodeId v) const { return graph->nodes(v).name(); }
+  };
+  NodeNames names() const { return NodeNames{source_}; }
 
   static absl::Span<const NodeId> Slice(const std::vector<int64_t>& offsets,
                                         const std::vector<NodeId>& ids, NodeId v) {
@@ -93,7 +109,7 @@ class CompactGraph {
   std::vector<NodeId> input_ids_;
   std::vector<int64_t> user_offsets_;   // num_nodes + 1 entries
   std::vector<NodeId> user_ids_;
-  absl::flat_hash_map<absl::string_view, NodeId> id_of_name_;  // views into source_
+  NameIndex name_index_;
   int32_t num_op_nodes_ = 0;
   int64_t graph_total_bytes_ = 0;
 };

@@ -57,12 +57,6 @@ int64_t TotalMemory(const DeviceList& devices) {
   return total;
 }
 
-void AddNames(const CompactGraph& graph, const std::vector<NodeId>& ids,
-              google::protobuf::RepeatedPtrField<std::string>* names) {
-  names->Reserve(static_cast<int>(ids.size()));
-  for (NodeId v : ids) names->Add()->assign(graph.name(v));
-}
-
 void ToProto(const CompactGraph& graph, const DeviceList& devices, const PartitionSet& set,
              const std::vector<DeviceLoad>& loads, const ModuleSplit& split,
              const PlanLatency& latency, absl::string_view planner, v1::PartitionPlan* out_plan) {
@@ -85,10 +79,10 @@ void ToProto(const CompactGraph& graph, const DeviceList& devices, const Partiti
     const Partition& partition = set.partitions[p];
     v1::Partition* out = plan.add_partitions();
     out->set_id(p);
-    AddNames(graph, partition.nodes, out->mutable_nodes());
+    graph.AppendNames(partition.nodes, out->mutable_nodes());
     if (split_of[p] != nullptr) {
-      AddNames(graph, split_of[p]->inputs, out->mutable_inputs());
-      AddNames(graph, split_of[p]->outputs, out->mutable_outputs());
+      graph.AppendNames(split_of[p]->inputs, out->mutable_inputs());
+      graph.AppendNames(split_of[p]->outputs, out->mutable_outputs());
       for (NodeId u : split_of[p]->inputs) {
         if (graph.is_op_node(u)) cross_bytes += graph.output_bytes(u);
       }

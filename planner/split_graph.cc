@@ -17,10 +17,18 @@ absl::StatusOr<std::vector<int32_t>> PartitionOfNodes(const CompactGraph& graph,
                                                       const v1::SplitGraphRequest& request) {
   std::vector<int32_t> partition_of(graph.num_nodes(), -1);
   std::vector<bool> assigned(graph.num_nodes(), false);
-  for (int i = 0; i < request.assignments_size(); ++i) {
-    const v1::NodePartition& assignment = request.assignments(i);
+  const auto& assignments = request.assignments();
+  HashAhead hashes(graph.name_index(), assignments.size(),
+                   [&](int64_t i) -> const std::string& { return assignments[i].node(); });
+  for (int i = 0; i < assignments.size(); ++i) {
+    const v1::NodePartition& assignment = assignments[i];
+    const NodeId v = graph.Find(assignment.node(), hashes.Next(i));
+    if (v >= 0 && graph.is_op_node(v) && !assigned[v]) {
+      assigned[v] = true;
+      partition_of[v] = assignment.partition();
+      continue;
+    }
     const std::string at = absl::StrCat("assignments[", i, "]");
-    const NodeId v = graph.Find(assignment.node());
     if (v < 0) {
       return InvalidFieldError(absl::StrCat(at, ".node"),
                                absl::StrCat("no node is called '", assignment.node(), "'"));
@@ -32,12 +40,8 @@ absl::StatusOr<std::vector<int32_t>> PartitionOfNodes(const CompactGraph& graph,
                        "; only call_module, call_function and call_method nodes are "
                        "assigned (graph inputs are threaded into the partitions using them)"));
     }
-    if (assigned[v]) {
-      return InvalidFieldError(absl::StrCat(at, ".node"),
-                               absl::StrCat("node '", assignment.node(), "' is assigned twice"));
-    }
-    assigned[v] = true;
-    partition_of[v] = assignment.partition();
+    return InvalidFieldError(absl::StrCat(at, ".node"),
+                             absl::StrCat("node '", assignment.node(), "' is assigned twice"));
   }
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     if (graph.is_op_node(v) && !assigned[v]) {
@@ -47,11 +51,6 @@ absl::StatusOr<std::vector<int32_t>> PartitionOfNodes(const CompactGraph& graph,
     }
   }
   return partition_of;
-}
-
-template <typename Names>
-void SetNames(const CompactGraph& graph, const std::vector<NodeId>& ids, Names* names) {
-  for (NodeId v : ids) names->Add()->assign(graph.name(v));
 }
 
 }  // namespace
@@ -70,9 +69,9 @@ absl::Status SplitGraphPlan(const CompactGraph& graph, const v1::SplitGraphReque
     v1::Submodule* submodule = response.add_submodules();
     submodule->set_name(part.submodule_name);
     submodule->set_partition(part.partition);
-    SetNames(graph, part.nodes, submodule->mutable_nodes());
-    SetNames(graph, part.inputs, submodule->mutable_inputs());
-    SetNames(graph, part.outputs, submodule->mutable_outputs());
+    graph.AppendNames(part.nodes, submodule->mutable_nodes());
+    graph.AppendNames(part.inputs, submodule->mutable_inputs());
+    graph.AppendNames(part.outputs, submodule->mutable_outputs());
     for (int32_t j : part.depends_on) {
       submodule->add_depends_on(split.partitions[j].submodule_name);
     }
@@ -90,16 +89,21 @@ absl::Status SplitGraphPlan(const CompactGraph& graph, const v1::SplitGraphReque
   for (const SplitPartition& part : split.partitions) {
     for (NodeId v : part.nodes) submodule_name_of[v] = &part.submodule_name;
   }
-  absl::flat_hash_set<std::string> seen;
+  // Views of the split names already in the response (whose strings stay
+  // put as entries are added).
+  absl::flat_hash_set<absl::string_view> seen;
+  std::string split_name;
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     if (graph.op(v) != v1::CALL_MODULE) continue;
     const std::string& target = graph.source().nodes(v).target();
-    std::string split_name =
-        absl::StrCat(*submodule_name_of[v], ".", absl::StrReplaceAll(target, {{".", "_"}}));
-    if (!seen.insert(split_name).second) continue;
+    split_name.clear();
+    absl::StrAppend(&split_name, *submodule_name_of[v], ".",
+                    absl::StrReplaceAll(target, {{".", "_"}}));
+    if (seen.contains(split_name)) continue;
     v1::QualifiedName* entry = response.add_qualname_map();
-    entry->set_split_name(std::move(split_name));
+    entry->set_split_name(split_name);
     entry->set_original_name(target);
+    seen.insert(entry->split_name());
   }
   *response.mutable_output_values() = {split.output_values.begin(), split.output_values.end()};
   return absl::OkStatus();

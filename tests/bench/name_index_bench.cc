@@ -1,15 +1,18 @@
-// Why import grows faster than the node count: the name -> id index that
-// graph_import builds (an absl::flat_hash_map<string_view, NodeId>, reserved
-// up front) on its own, on the residual stack's node names, next to a plain
+// Why import grew faster than the node count, and what fixed it: a name ->
+// id index on its own, on the residual stack's node names, next to a plain
 // pass over the same names.
 //
 //   bazel run -c opt //tests/bench:name_index_bench
 //
 // Each iteration inserts every name and looks up each node's arguments (the
-// previous layer's names), as GraphBuilder::AddNode and AddValues do. At 10^5
-// nodes the table (16-byte slots, 2^17 of them: 2 MiB) fits this machine's
-// 2 MiB L2; at 10^6 (32 MiB) every insert at a random slot is a cache miss,
-// so time per node rises although the work per node is the same.
+// previous layer's names), as GraphBuilder::AddNode and AddValues do.
+// - BM_FlatHashMapIndex: absl::flat_hash_map<string_view, NodeId>, reserved
+//   up front, which graph_import used first. At 10^5 nodes its table (24-byte
+//   slots, 2^17 of them) nearly fits this machine's 2 MiB L2; at 10^6 (48 MiB)
+//   every insert at a random slot is a cache miss, so time per node rises
+//   although the work per node is the same.
+// - BM_NameIndex: planner/name_index.h as graph_import uses it, 8-byte slots
+//   and each insert's slot prefetched NameIndex::kLookahead names ahead.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "benchmark/benchmark.h"
+#include "planner/name_index.h"
 
 namespace partplan {
 namespace {
@@ -37,7 +41,7 @@ std::vector<std::string> ResidualStackNames(int64_t n) {
   return names;
 }
 
-void BM_NameIndex(benchmark::State& state) {
+void BM_FlatHashMapIndex(benchmark::State& state) {
   const std::vector<std::string> names = ResidualStackNames(state.range(0));
   const int64_t n = static_cast<int64_t>(names.size());
   for (auto _ : state) {
@@ -55,6 +59,24 @@ void BM_NameIndex(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 
+void BM_NameIndex(benchmark::State& state) {
+  const std::vector<std::string> names = ResidualStackNames(state.range(0));
+  const int32_t n = static_cast<int32_t>(names.size());
+  constexpr int kAhead = NameIndex::kLookahead;
+  for (auto _ : state) {
+    NameIndex index(n);
+    int64_t found = 0;
+    for (int32_t v = 0; v < n; ++v) {
+      if (v + kAhead < n) index.Prefetch(NameIndex::Hash(names[v + kAhead]));
+      index.Insert(names, v, NameIndex::Hash(names[v]));
+      if (v >= 1) found += index.Find(names, names[v - 1]);
+      if (v >= 3) found += index.Find(names, names[v - 3]);
+    }
+    benchmark::DoNotOptimize(found);
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
 // The same names read once in order: what a linear pass costs.
 void BM_NamePass(benchmark::State& state) {
   const std::vector<std::string> names = ResidualStackNames(state.range(0));
@@ -66,6 +88,8 @@ void BM_NamePass(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(names.size()));
 }
 
+BENCHMARK(BM_FlatHashMapIndex)->Arg(10000)->Arg(100000)->Arg(1000000)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_NameIndex)->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_NamePass)->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
 

@@ -1,0 +1,156 @@
+// NameIndex: node name -> NodeId for a graph of up to 2^31 nodes, compact
+// enough to stay in cache where a general hash map would not.
+//
+// The index holds no strings: each slot is 8 bytes, 32 bits of the name's
+// hash beside the node id, and a candidate's name is read from the caller's
+// `names` (any random-access container of string-like values, indexed by
+// NodeId) only when those 32 bits match. Slots are at most half full, so a
+// 10^6-node graph takes 16 MiB where absl::flat_hash_map<string_view,
+// NodeId> took 48 MiB; that difference is most of why import time grew by
+// more than the node count (tests/bench:name_index_bench).
+//
+// Inserting or looking up a sequence of names in order can prefetch each
+// slot a few names ahead, since the names to come are known (HashAhead):
+//
+//   NameIndex index(graph.nodes_size());
+//   HashAhead hashes(index, n, [&](int64_t v) { return names[v]; });
+//   for (NodeId v = 0; v < n; ++v) {
+//     NodeId earlier = index.Insert(names, v, hashes.Next(v));
+//     if (earlier >= 0) ... duplicate name, first used by `earlier` ...
+//   }
+//   NodeId u = index.Find(names, "relu_3");   // -1 when absent
+#ifndef PARTPLAN_PLANNER_NAME_INDEX_H_
+#define PARTPLAN_PLANNER_NAME_INDEX_H_
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/string_view.h"
+
+namespace partplan {
+
+class NameIndex {
+ public:
+  // How many nodes ahead of the one being inserted to prefetch: enough to
+  // cover a cache miss with the work of importing the nodes in between.
+  static constexpr int kLookahead = 8;
+
+  NameIndex() = default;
+  // Room for `capacity` names without growing.
+  explicit NameIndex(int64_t capacity) { Reserve(capacity); }
+
+  static uint64_t Hash(absl::string_view name) { return absl::Hash<absl::string_view>{}(name); }
+
+  // Makes room for `capacity` names. Does nothing once a name is indexed
+  // (growing then needs the names, which Insert has).
+  void Reserve(int64_t capacity);
+
+  // Hints that `hash` will be inserted or looked up soon.
+  void Prefetch(uint64_t hash) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[hash & mask_], /*rw=*/1);
+  }
+
+  // Adds node `id` under `names[id]`, whose hash is `hash`. Returns -1, or
+  // the id already indexed under that name (and then adds nothing). Grows
+  // past the reserved capacity if need be.
+  template <typename Names>
+  int32_t Insert(const Names& names, int32_t id, uint64_t hash) {
+    if (2 * (size_ + 1) > static_cast<int64_t>(slots_.size())) Grow(names);
+    const absl::string_view name = names[id];
+    for (uint64_t i = hash & mask_;; i = (i + 1) & mask_) {
+      const uint64_t slot = slots_[i];
+      if (slot == 0) {
+        slots_[i] = MakeSlot(hash, id);
+        ++size_;
+        return -1;
+      }
+      if (Tag(slot) == Tag(hash) && absl::string_view(names[Id(slot)]) == name) return Id(slot);
+    }
+  }
+
+  // The id indexed under `name`, or -1.
+  template <typename Names>
+  int32_t Find(const Names& names, absl::string_view name, uint64_t hash) const {
+    if (slots_.empty()) return -1;
+    for (uint64_t i = hash & mask_;; i = (i + 1) & mask_) {
+      const uint64_t slot = slots_[i];
+      if (slot == 0) return -1;
+      if (Tag(slot) == Tag(hash) && absl::string_view(names[Id(slot)]) == name) return Id(slot);
+    }
+  }
+  template <typename Names>
+  int32_t Find(const Names& names, absl::string_view name) const {
+    return Find(names, name, Hash(name));
+  }
+
+  int64_t size() const { return size_; }
+
+ private:
+  // A slot: the hash's high 32 bits, then id + 1 (so that 0 means empty).
+  static uint64_t MakeSlot(uint64_t hash, int32_t id) {
+    return (hash & 0xffffffff00000000ULL) | static_cast<uint64_t>(static_cast<uint32_t>(id) + 1);
+  }
+  static uint32_t Tag(uint64_t slot_or_hash) { return static_cast<uint32_t>(slot_or_hash >> 32); }
+  static int32_t Id(uint64_t slot) { return static_cast<int32_t>(static_cast<uint32_t>(slot) - 1); }
+
+  // Doubles the table, rehashing every indexed name.
+  template <typename Names>
+  void Grow(const Names& names) {
+    std::vector<uint64_t> old;
+    old.swap(slots_);
+    const int64_t size = size_;
+    size_ = 0;
+    Reserve(2 * size + 2);
+    size_ = size;
+    for (uint64_t slot : old) {
+      if (slot == 0) continue;
+      const uint64_t hash = Hash(names[Id(slot)]);
+      uint64_t i = hash & mask_;
+      while (slots_[i] != 0) i = (i + 1) & mask_;
+      slots_[i] = MakeSlot(hash, Id(slot));
+    }
+  }
+
+  std::vector<uint64_t> slots_;
+  uint64_t mask_ = 0;
+  int64_t size_ = 0;
+};
+
+// The hashes of `size` names visited in order 0, 1, 2, ..., each computed
+// NameIndex::kLookahead visits early with its slot in `index` prefetched, so
+// that the cache miss of a large index overlaps the work in between.
+// `name_at(i)` gives the i-th name as something convertible to string_view.
+template <typename NameAt>
+class HashAhead {
+ public:
+  HashAhead(const NameIndex& index, int64_t size, NameAt name_at)
+      : index_(index), size_(size), name_at_(std::move(name_at)) {
+    for (int64_t i = 0; i < size_ && i < kAhead; ++i) Compute(i);
+  }
+
+  // The hash of name_at(i); `i` is one more than at the previous call.
+  uint64_t Next(int64_t i) {
+    const uint64_t hash = ring_[i % kAhead];
+    if (i + kAhead < size_) Compute(i + kAhead);
+    return hash;
+  }
+
+ private:
+  static constexpr int kAhead = NameIndex::kLookahead;
+
+  void Compute(int64_t i) {
+    ring_[i % kAhead] = NameIndex::Hash(name_at_(i));
+    index_.Prefetch(ring_[i % kAhead]);
+  }
+
+  const NameIndex& index_;
+  const int64_t size_;
+  NameAt name_at_;
+  uint64_t ring_[kAhead] = {};
+};
+
+}  // namespace partplan
+
+#endif  // PARTPLAN_PLANNER_NAME_INDEX_H_
