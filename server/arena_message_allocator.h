@@ -16,6 +16,15 @@
 
 namespace partplan {
 
+// The options of every call's arena: small calls fit the first block; large
+// ones grow to big blocks fast.
+inline google::protobuf::ArenaOptions CallArenaOptions() {
+  google::protobuf::ArenaOptions options;
+  options.start_block_size = 16 << 10;
+  options.max_block_size = 8 << 20;
+  return options;
+}
+
 template <typename Request, typename Response>
 class ArenaMessageAllocator final : public grpc::MessageAllocator<Request, Response> {
  public:
@@ -24,21 +33,13 @@ class ArenaMessageAllocator final : public grpc::MessageAllocator<Request, Respo
  private:
   class Holder final : public grpc::MessageHolder<Request, Response> {
    public:
-    Holder() : arena_(Options()) {
+    Holder() : arena_(CallArenaOptions()) {
       this->set_request(google::protobuf::Arena::CreateMessage<Request>(&arena_));
       this->set_response(google::protobuf::Arena::CreateMessage<Response>(&arena_));
     }
     void Release() override { delete this; }
 
    private:
-    // Small calls fit the first block; large ones grow to big blocks fast.
-    static google::protobuf::ArenaOptions Options() {
-      google::protobuf::ArenaOptions options;
-      options.start_block_size = 16 << 10;
-      options.max_block_size = 8 << 20;
-      return options;
-    }
-
     google::protobuf::Arena arena_;
   };
 };

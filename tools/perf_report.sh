@@ -9,7 +9,10 @@
 #   1. builds the server, the CLI and the benchmarks with --config=opt (without
 #      touching the bazel-* symlinks, which may point at a test build);
 #   2. writes the synthetic requests (tests/bench/write_request);
-#   3. partitioner_bench: every planner at 10^4..10^6 nodes, and the parse;
+#   3. partitioner_bench: every planner behind PartitionGraph, SplitGraph,
+#      Validate and PlanDataParallel at 10^3..10^6 nodes on four graph
+#      shapes, with the parse and each call's peak heap; pipeline_bench:
+#      ShardGraph (FAIRSCALE, BALANCED) at 10^4..10^6;
 #   4. end_to_end_bench: through a loopback server, next to the bare parse;
 #   5. torch.fx 1.13's Partitioner (size_based) on the same 16,002-node graph
 #      (tests/bench/fx_size_based.py, with /usr/bin/python3), when installed;
@@ -81,7 +84,8 @@ step() {
 step build
 bazel build --config=opt --symlink_prefix=/ \
   //server:partplan_server //client/cli:partplan //tests/bench:partitioner_bench \
-  //tests/bench:end_to_end_bench //tests/bench:write_request //tests/bench:name_index_bench
+  //tests/bench:end_to_end_bench //tests/bench:write_request //tests/bench:name_index_bench \
+  //tests/bench/pipeline:pipeline_bench
 bin=$(bazel info --config=opt bazel-bin 2>/dev/null)
 server="$bin/server/partplan_server"
 cli="$bin/client/cli/partplan"
@@ -95,6 +99,10 @@ step partitioner_bench
 # calls rather than one cold one.
 "$bin/tests/bench/partitioner_bench" --benchmark_min_time=2 \
   --benchmark_out="$out/partitioner_bench.json" --benchmark_out_format=json | tee "$out/partitioner_bench.txt"
+
+step pipeline_bench
+"$bin/tests/bench/pipeline/pipeline_bench" --benchmark_min_time=1 \
+  --benchmark_out="$out/pipeline_bench.json" --benchmark_out_format=json | tee "$out/pipeline_bench.txt"
 
 step end_to_end_bench
 # The in-process server logs a line per call to stdout; those are left out.
@@ -205,7 +213,7 @@ if [[ $profile == 1 ]]; then
   step "profile: partitioner_bench Validate 10^5 and 10^6"
   for nodes in 100000 1000000; do
     perf record -q -e cpu-clock -o "$out/validate_$nodes.perf.data" \
-      "$bin/tests/bench/partitioner_bench" --benchmark_filter="BM_Validate/$nodes\$" \
+      "$bin/tests/bench/partitioner_bench" --benchmark_filter="BM_Validate/residual/$nodes\$" \
       --benchmark_min_time=3 > /dev/null 2>&1
   done
   for data in end_to_end_1e6 server_1e6 validate_100000 validate_1000000 \
@@ -246,6 +254,11 @@ def seconds(row, key="cpu_time"):
     return row[key] * scale
 
 partitioner = bench("partitioner_bench.json")
+# ShardGraph's cases (BM_Plan/<config>/<nodes>, BM_Request/...) as planners.
+for name, r in bench("pipeline_bench.json").items():
+    parts = name.split("/")
+    if len(parts) == 3:
+        partitioner[f"BM_ShardGraph{parts[0][3:]}/{parts[1]}/{parts[2]}"] = r
 e2e = bench("end_to_end_bench.json")
 rows = []
 
@@ -263,7 +276,7 @@ row("  / the same parse on an arena (the server's)", f"{end / parse_arena:.1f}x 
     "(<= 3x)", end / parse_arena <= 3)
 
 # 16,002 nodes vs torch.fx.
-ours_planner = seconds(partitioner["BM_PartitionGraphSizeBased/16002"])
+ours_planner = seconds(partitioner["BM_PartitionGraphSizeBased/residual/16002"])
 ours_e2e = seconds(e2e["BM_PartitionGraphEndToEnd/16002"], "real_time")
 fx = None
 with open(os.path.join(out, "torch_fx.txt")) as f:
@@ -278,15 +291,28 @@ if fx is not None:
 else:
     row("16,002 nodes vs torch.fx", "torch.fx not run", ">= 1000x", False)
 
-# Growth.
-for name in ["ParseRequest", "Validate", "PartitionGraphSizeBased", "PartitionGraphSparseNn",
-             "PartitionGraphAotBased", "PartitionGraphKlBased", "SplitGraph"]:
-    big = partitioner.get(f"BM_{name}/1000000")
-    small = partitioner.get(f"BM_{name}/100000")
+# Growth, every planner on every shape; and a table of time and peak heap
+# per node at 10^6.
+planners = {}
+for name, r in partitioner.items():
+    parts = name.split("/")
+    if len(parts) == 3 and parts[2].isdigit():
+        planners.setdefault((parts[0][3:], parts[1]), {})[int(parts[2])] = r
+for (planner, shape), sizes in sorted(planners.items()):
+    big, small = sizes.get(1000000), sizes.get(100000)
     if big and small:
         g = seconds(big) / seconds(small)
-        row(f"growth 10^5 -> 10^6: {name}", f"{g:.1f} ({seconds(small) * 1e3:.0f} ms -> "
+        row(f"growth 10^5 -> 10^6: {planner} ({shape})", f"{g:.1f} ({seconds(small) * 1e3:.0f} ms -> "
             f"{seconds(big) * 1e3:.0f} ms)", "<= 12", g <= 12)
+print("\nPer planner and shape: CPU time per node at 10^3 / 10^4 / 10^5 / 10^6 nodes; peak heap of a "
+      "10^6-node call (the planner and its response, not the request) per node and per request byte")
+for (planner, shape), sizes in sorted(planners.items()):
+    times = " / ".join(f"{seconds(sizes[n]) / n * 1e9:5.0f}" if n in sizes else "    -"
+                       for n in (1000, 10000, 100000, 1000000))
+    big = sizes.get(1000000)
+    heap = (f"{big['peak_bytes'] / 1e6:6.0f} B/node, {big['peak_bytes'] / big['request_bytes']:.1f}x request"
+            if big and "peak_bytes" in big else "")
+    print(f"  {planner:24s} {shape:14s} {times} ns/node   {heap}")
 
 # Load.
 def load(path):

@@ -23,6 +23,7 @@
 #include "google/protobuf/arena.h"
 #include "partplan/v1/planner_service.grpc.pb.h"
 #include "planner/entry_points.h"
+#include "server/arena_message_allocator.h"
 #include "server/server.h"
 #include "tests/bench/synthetic_graphs.h"
 
@@ -87,7 +88,7 @@ void BM_ParseRequestArena(benchmark::State& state) {
   const std::string bytes = ResidualStackRequest(state.range(0), 8).SerializeAsString();
   uint64_t in_memory = 0;
   for (auto _ : state) {
-    google::protobuf::Arena arena;
+    google::protobuf::Arena arena(CallArenaOptions());
     auto* request = google::protobuf::Arena::CreateMessage<v1::PartitionGraphRequest>(&arena);
     benchmark::DoNotOptimize(request->ParseFromString(bytes));
     in_memory = arena.SpaceUsed();
@@ -107,12 +108,12 @@ void BM_SerializeRequest(benchmark::State& state) {
 // Import, validation, size_based and the response message, as the server
 // runs them: the request parsed on an arena, the response built on one.
 void BM_PlanOnArena(benchmark::State& state) {
-  google::protobuf::Arena request_arena;
+  google::protobuf::Arena request_arena(CallArenaOptions());
   auto* request = google::protobuf::Arena::CreateMessage<v1::PartitionGraphRequest>(&request_arena);
   request->ParseFromString(ResidualStackRequest(state.range(0), 8).SerializeAsString());
   const CancellationToken token;
   for (auto _ : state) {
-    google::protobuf::Arena arena;
+    google::protobuf::Arena arena(CallArenaOptions());
     auto* response = google::protobuf::Arena::CreateMessage<v1::PartitionGraphResponse>(&arena);
     const absl::Status status = PartitionGraph(*request, InputLimits(), token, response);
     if (!status.ok()) state.SkipWithError(std::string(status.message()).c_str());

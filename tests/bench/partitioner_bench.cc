@@ -1,57 +1,134 @@
-// Benchmarks of every torch.fx Partitioner mode and of SplitGraph on
-// synthetic residual stacks and recommendation models of 10^4 to 10^6 nodes
-// (cost_aware, whose exact search is bounded, at up to 128 call_* nodes).
+// Benchmarks of every planner behind PartitionGraph, SplitGraph, Validate and
+// PlanDataParallel on synthetic graphs of 10^3 to 10^6 nodes, of four shapes
+// (synthetic_graphs.h: chain, residual, transformer, fan_out_in), plus a
+// recommendation model for sparse_nn and cost_aware at up to 128 call_*
+// nodes (its exact search is bounded there). ShardGraph is in
+// tests/bench/pipeline:pipeline_bench.
 //
-//   bazel run -c opt //tests/bench:partitioner_bench
+//   bazel run -c opt //tests/bench:partitioner_bench -- --benchmark_filter=residual
+//
+// Names are BM_<planner>/<shape>/<nodes>. Each case reports, besides time
+// (and items_per_second, nodes per second: its inverse is the time per node):
+//   peak_bytes      the most heap in use at once during a call, above what
+//                   was in use before it (tests/bench/peak_heap.h): the
+//                   planner's own memory and its response, not the request;
+//   request_bytes   the request serialised, and parsed_bytes on its arena.
+//
+// Each planner runs as the server runs it: on a request parsed onto an arena
+// and with its response on a fresh arena of the server's options per call
+// (server/arena_message_allocator.h), so that the figures are the planner's
+// and not those of a million heap allocations and frees.
 //
 // The reference (torch.fx 1.13, size_based) takes 57 s at 16,002 nodes on
-// this kind of machine (shared/design/reference-planners.md); the 16,002
-// case is here to compare with it.
+// this kind of machine (shared/design/reference-planners.md);
+// BM_PartitionGraphSizeBased/residual/16002 is there to compare with it
+// (tools/perf_report.sh runs both).
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
+#include "google/protobuf/arena.h"
 #include "planner/entry_points.h"
+#include "server/arena_message_allocator.h"
+#include "tests/bench/peak_heap.h"
 #include "tests/bench/synthetic_graphs.h"
 
 namespace partplan {
 namespace {
 
-// Parse of the serialised request alone: the floor for a request/response.
-void BM_ParseRequest(benchmark::State& state) {
-  const std::string bytes = ResidualStackRequest(state.range(0), 8).SerializeAsString();
+constexpr GraphShape kShapes[] = {GraphShape::kChain, GraphShape::kResidual,
+                                  GraphShape::kTransformer, GraphShape::kFanOutFanIn};
+constexpr int64_t kSizes[] = {1000, 10000, 100000, 1000000};
+
+// Runs `entry_point` on `built` once per iteration, as the server does; each
+// response goes to `inspect` when given.
+template <typename Request, typename Response>
+void RunAsServer(benchmark::State& state,
+                 absl::Status (*entry_point)(const Request&, const InputLimits&,
+                                             const CancellationToken&, Response*),
+                 const Request& built, const std::function<void(const Response&)>& inspect = {}) {
+  const std::string bytes = built.SerializeAsString();
+  google::protobuf::Arena request_arena(CallArenaOptions());
+  auto* request = google::protobuf::Arena::CreateMessage<Request>(&request_arena);
+  if (!request->ParseFromString(bytes)) {
+    state.SkipWithError("the request does not parse");
+    return;
+  }
+  const CancellationToken token;
+  int64_t peak_bytes = 0;
+  // One call, its peak heap recorded; false after an error.
+  const auto call = [&]() {
+    PeakHeap::Reset();
+    {
+      google::protobuf::Arena arena(CallArenaOptions());
+      auto* response = google::protobuf::Arena::CreateMessage<Response>(&arena);
+      const absl::Status status = entry_point(*request, InputLimits(), token, response);
+      if (!status.ok()) {
+        state.SkipWithError(std::string(status.message()).c_str());
+        return false;
+      }
+      if (inspect) inspect(*response);
+    }
+    peak_bytes = std::max(peak_bytes, PeakHeap::PeakAboveReset());
+    return true;
+  };
+  // A first call out of the timing, as a running server has made many: the
+  // memory it frees is then reused instead of faulted in afresh (a cold
+  // 10^6-node call takes up to twice as long).
+  if (!call()) return;
+  for (auto _ : state) {
+    if (!call()) return;
+  }
+  state.SetItemsProcessed(state.iterations() * request->graph().nodes_size());
+  state.counters["peak_bytes"] = static_cast<double>(peak_bytes);
+  state.counters["request_bytes"] = static_cast<double>(bytes.size());
+  state.counters["parsed_bytes"] = static_cast<double>(request_arena.SpaceUsed());
+}
+
+void RunPartitionGraph(benchmark::State& state, const v1::PartitionGraphRequest& request) {
+  RunAsServer<v1::PartitionGraphRequest, v1::PartitionGraphResponse>(
+      state, &PartitionGraph, request, [&state](const v1::PartitionGraphResponse& response) {
+        state.counters["partitions"] = response.plan().partitions_size();
+      });
+}
+
+// A shape's graph split over 8 devices, in `mode`.
+v1::PartitionGraphRequest ShapeRequest(GraphShape shape, int64_t nodes,
+                                       v1::PartitionerConfig::Mode mode) {
+  v1::PartitionGraphRequest request = PartitionRequest(SyntheticGraph(shape, nodes), 8);
+  request.mutable_config()->set_mode(mode);
+  return request;
+}
+
+// Parse of the serialised request alone (heap, as ParseFromString does by
+// default): the floor for a request/response.
+void BM_ParseRequest(benchmark::State& state, GraphShape shape, int64_t nodes) {
+  const std::string bytes =
+      ShapeRequest(shape, nodes, v1::PartitionerConfig::SIZE_BASED).SerializeAsString();
   for (auto _ : state) {
     v1::PartitionGraphRequest request;
     benchmark::DoNotOptimize(request.ParseFromString(bytes));
   }
-  state.SetItemsProcessed(state.iterations() * state.range(0));
+  state.SetItemsProcessed(state.iterations() * nodes);
   state.counters["request_bytes"] = static_cast<double>(bytes.size());
 }
 
-// Runs one PartitionGraph request per iteration.
-void RunPartitionGraph(benchmark::State& state, const v1::PartitionGraphRequest& request) {
-  CancellationToken token;
-  int partitions = 0;
-  for (auto _ : state) {
-    absl::StatusOr<v1::PartitionGraphResponse> response =
-        PartitionGraph(request, InputLimits(), token);
-    if (!response.ok()) {
-      state.SkipWithError(std::string(response.status().message()).c_str());
-      return;
-    }
-    partitions = response->plan().partitions_size();
-    benchmark::DoNotOptimize(response);
-  }
-  state.SetItemsProcessed(state.iterations() * request.graph().nodes_size());
-  state.counters["partitions"] = partitions;
+// Validation alone (the Validate RPC).
+void BM_Validate(benchmark::State& state, GraphShape shape, int64_t nodes) {
+  v1::ValidateRequest request;
+  *request.mutable_graph() = SyntheticGraph(shape, nodes);
+  RunAsServer<v1::ValidateRequest, v1::ValidateResponse>(state, &Validate, request);
 }
 
-// Import + validation + size_based + device mapping + DAG + latency + the
-// response message.
-void BM_PartitionGraphSizeBased(benchmark::State& state) {
-  RunPartitionGraph(state, ResidualStackRequest(state.range(0), 8));
+// Import + validation + the partitioner + device mapping + DAG + latency +
+// the response message.
+void BM_PartitionGraph(benchmark::State& state, v1::PartitionerConfig::Mode mode,
+                       GraphShape shape, int64_t nodes) {
+  RunPartitionGraph(state, ShapeRequest(shape, nodes, mode));
 }
 
 // The size_based plan's assignment, for the modes that take one.
@@ -66,27 +143,8 @@ std::vector<std::pair<std::string, int32_t>> SizeBasedAssignment(
   return assignment;
 }
 
-void BM_PartitionGraphSparseNn(benchmark::State& state) {
-  // sparse_nn puts every dense partition beside each embedding partition,
-  // so devices hold the dense part and one table, which is 3x larger.
-  int64_t dense_bytes = 0;
-  const v1::Graph dense = ResidualStack(state.range(0));
-  for (const v1::Node& node : dense.nodes()) {
-    dense_bytes += node.size_bytes().total_bytes();
-  }
-  const int64_t table_bytes = 3 * dense_bytes;
-  v1::PartitionGraphRequest request;
-  *request.mutable_graph() = RecommendationModel(state.range(0), 16, table_bytes);
-  *request.mutable_devices() = EqualDevices(request.graph(), 16, 1);
-  for (v1::Device& device : *request.mutable_devices()->mutable_devices()) {
-    device.set_available_memory_bytes(dense_bytes * 11 / 10 + table_bytes * 6 / 5);
-  }
-  request.mutable_config()->set_mode(v1::PartitionerConfig::SPARSE_NN);
-  RunPartitionGraph(state, request);
-}
-
-void BM_PartitionGraphAotBased(benchmark::State& state) {
-  v1::PartitionGraphRequest request = ResidualStackRequest(state.range(0), 8);
+void BM_PartitionGraphAotBased(benchmark::State& state, GraphShape shape, int64_t nodes) {
+  v1::PartitionGraphRequest request = ShapeRequest(shape, nodes, v1::PartitionerConfig::SIZE_BASED);
   const auto assignment = SizeBasedAssignment(request);
   v1::PartitionerConfig* config = request.mutable_config();
   config->set_mode(v1::PartitionerConfig::AOT_BASED);
@@ -105,21 +163,9 @@ void BM_PartitionGraphAotBased(benchmark::State& state) {
   RunPartitionGraph(state, request);
 }
 
-void BM_PartitionGraphKlBased(benchmark::State& state) {
-  v1::PartitionGraphRequest request = ResidualStackRequest(state.range(0), 8);
-  request.mutable_config()->set_mode(v1::PartitionerConfig::KL_BASED);
-  RunPartitionGraph(state, request);
-}
-
-void BM_PartitionGraphCostAware(benchmark::State& state) {
-  // cost_aware's pairwise search is bounded to 128 call_* nodes.
-  v1::PartitionGraphRequest request = ResidualStackRequest(state.range(0), 4);
-  request.mutable_config()->set_mode(v1::PartitionerConfig::COST_AWARE);
-  RunPartitionGraph(state, request);
-}
-
-void BM_SplitGraph(benchmark::State& state) {
-  const v1::PartitionGraphRequest partition_request = ResidualStackRequest(state.range(0), 8);
+void BM_SplitGraph(benchmark::State& state, GraphShape shape, int64_t nodes) {
+  const v1::PartitionGraphRequest partition_request =
+      ShapeRequest(shape, nodes, v1::PartitionerConfig::SIZE_BASED);
   v1::SplitGraphRequest request;
   *request.mutable_graph() = partition_request.graph();
   for (const auto& [node, partition] : SizeBasedAssignment(partition_request)) {
@@ -127,39 +173,102 @@ void BM_SplitGraph(benchmark::State& state) {
     entry->set_node(node);
     entry->set_partition(partition);
   }
-  CancellationToken token;
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(SplitGraph(request, InputLimits(), token));
-  }
-  state.SetItemsProcessed(state.iterations() * state.range(0));
+  RunAsServer<v1::SplitGraphRequest, v1::SplitGraphResponse>(state, &SplitGraph, request);
 }
 
-// Validation alone (the Validate RPC).
-void BM_Validate(benchmark::State& state) {
-  v1::ValidateRequest request;
-  *request.mutable_graph() = ResidualStack(state.range(0));
-  CancellationToken token;
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(Validate(request, InputLimits(), token));
+// sparse_nn on a recommendation model (16 embedding tables, then a dense
+// residual stack): it puts every dense partition beside each embedding
+// partition, so devices hold the dense part and one table, which is 3x
+// larger.
+void BM_PartitionGraphSparseNn(benchmark::State& state, int64_t nodes) {
+  int64_t dense_bytes = 0;
+  const v1::Graph dense = ResidualStack(nodes);
+  for (const v1::Node& node : dense.nodes()) {
+    dense_bytes += node.size_bytes().total_bytes();
   }
-  state.SetItemsProcessed(state.iterations() * state.range(0));
+  const int64_t table_bytes = 3 * dense_bytes;
+  v1::PartitionGraphRequest request;
+  *request.mutable_graph() = RecommendationModel(nodes, 16, table_bytes);
+  *request.mutable_devices() = EqualDevices(request.graph(), 16, 1);
+  for (v1::Device& device : *request.mutable_devices()->mutable_devices()) {
+    device.set_available_memory_bytes(dense_bytes * 11 / 10 + table_bytes * 6 / 5);
+  }
+  request.mutable_config()->set_mode(v1::PartitionerConfig::SPARSE_NN);
+  RunPartitionGraph(state, request);
 }
 
-BENCHMARK(BM_ParseRequest)->Arg(16002)->Arg(10000)->Arg(100000)->Arg(1000000)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PartitionGraphSizeBased)->Arg(16002)->Arg(10000)->Arg(100000)->Arg(1000000)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Validate)->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PartitionGraphSparseNn)->Arg(10000)->Arg(100000)->Arg(1000000)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PartitionGraphAotBased)->Arg(10000)->Arg(100000)->Arg(1000000)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PartitionGraphKlBased)->Arg(10000)->Arg(100000)->Arg(1000000)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PartitionGraphCostAware)->Arg(32)->Arg(128)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_SplitGraph)->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+// The batch-dimension analysis and data-parallel plan of an aten MLP.
+void BM_PlanDataParallel(benchmark::State& state, int64_t nodes) {
+  RunAsServer<v1::PlanDataParallelRequest, v1::PlanDataParallelResponse>(
+      state, &PlanDataParallel, DataParallelMlpRequest(nodes));
+}
+
+// Registers `run(shape, nodes)` as BM_<name>/<shape>/<nodes> for every
+// shape and size.
+template <typename Run>
+void RegisterShapes(const std::string& name, Run run) {
+  for (GraphShape shape : kShapes) {
+    for (int64_t nodes : kSizes) {
+      benchmark::RegisterBenchmark(
+          absl::StrCat("BM_", name, "/", GraphShapeName(shape), "/", nodes).c_str(),
+          [run, shape, nodes](benchmark::State& state) { run(state, shape, nodes); })
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+}
+
+void RegisterAll() {
+  using Mode = v1::PartitionerConfig;
+  RegisterShapes("ParseRequest", BM_ParseRequest);
+  RegisterShapes("Validate", BM_Validate);
+  for (const auto& [name, mode] : {std::make_pair("PartitionGraphSizeBased", Mode::SIZE_BASED),
+                                   std::make_pair("PartitionGraphKlBased", Mode::KL_BASED)}) {
+    const Mode::Mode m = mode;
+    RegisterShapes(name, [m](benchmark::State& state, GraphShape shape, int64_t nodes) {
+      BM_PartitionGraph(state, m, shape, nodes);
+    });
+  }
+  RegisterShapes("PartitionGraphAotBased", BM_PartitionGraphAotBased);
+  RegisterShapes("SplitGraph", BM_SplitGraph);
+  // The size of the torch.fx reference measurement.
+  benchmark::RegisterBenchmark("BM_PartitionGraphSizeBased/residual/16002",
+                               [](benchmark::State& state) {
+                                 BM_PartitionGraph(state, Mode::SIZE_BASED,
+                                                   GraphShape::kResidual, 16002);
+                               })
+      ->Unit(benchmark::kMillisecond);
+  for (int64_t nodes : kSizes) {
+    benchmark::RegisterBenchmark(
+        absl::StrCat("BM_PartitionGraphSparseNn/recommendation/", nodes).c_str(),
+        [nodes](benchmark::State& state) { BM_PartitionGraphSparseNn(state, nodes); })
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(
+        absl::StrCat("BM_PlanDataParallel/aten_mlp/", nodes).c_str(),
+        [nodes](benchmark::State& state) { BM_PlanDataParallel(state, nodes); })
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (int64_t nodes : {32, 128}) {
+    // A residual stack on 4 devices: cost_aware's pairwise search is bounded
+    // to 128 call_* nodes.
+    benchmark::RegisterBenchmark(
+        absl::StrCat("BM_PartitionGraphCostAware/residual/", nodes).c_str(),
+        [nodes](benchmark::State& state) {
+          v1::PartitionGraphRequest request = ResidualStackRequest(nodes, 4);
+          request.mutable_config()->set_mode(Mode::COST_AWARE);
+          RunPartitionGraph(state, request);
+        })
+        ->Unit(benchmark::kMillisecond);
+  }
+}
 
 }  // namespace
 }  // namespace partplan
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  partplan::RegisterAll();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -10,68 +10,224 @@
 #define PARTPLAN_TESTS_BENCH_SYNTHETIC_GRAPHS_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "partplan/v1/planner_service.pb.h"
 
 namespace partplan {
 
-// A graph of about `num_nodes` nodes (3 per layer, plus input and output).
-inline v1::Graph ResidualStack(int64_t num_nodes) {
-  constexpr int64_t kActivationBytes = 32 * 64 * 4;  // a 32x64 float32 batch
-  constexpr int64_t kLinearParameters = 64 * 64 + 64;
-  v1::Graph graph;
-  graph.set_name("residual_stack");
-  const int64_t layers = (num_nodes - 2) / 3;
-  graph.mutable_nodes()->Reserve(static_cast<int>(3 * layers + 2));
-  auto add_node = [&](const std::string& name, v1::Op op, const std::string& target,
-                      int64_t total_bytes) {
-    v1::Node* node = graph.add_nodes();
+// Appends torch.fx-like nodes to a graph: every node has sizes and one
+// float32 output of `activation_shape`.
+class GraphWriter {
+ public:
+  static constexpr int64_t kBatch = 32;
+  static constexpr int64_t kWidth = 64;
+  static constexpr int64_t kActivationBytes = kBatch * kWidth * 4;  // a 32x64 float32 batch
+  static constexpr int64_t kLinearParameters = kWidth * kWidth + kWidth;
+
+  GraphWriter(v1::Graph* graph, int64_t num_nodes) : graph_(graph) {
+    graph_->mutable_nodes()->Reserve(static_cast<int>(num_nodes));
+  }
+
+  // A node reading `args` (node names), with `own_bytes` of parameters.
+  v1::Node* Add(const std::string& name, v1::Op op, const std::string& target,
+                std::initializer_list<absl::string_view> args, int64_t own_bytes = 0) {
+    v1::Node* node = graph_->add_nodes();
     node->set_name(name);
     node->set_op(op);
     node->set_target(target);
-    node->mutable_size_bytes()->set_total_bytes(total_bytes);
+    for (absl::string_view arg : args) node->add_args()->set_node(std::string(arg));
+    node->mutable_size_bytes()->set_total_bytes(kActivationBytes + own_bytes);
     node->mutable_size_bytes()->set_output_bytes(kActivationBytes);
     v1::TensorMeta* meta = node->add_outputs();
-    meta->add_shape(32);
-    meta->add_shape(64);
+    meta->add_shape(kBatch);
+    meta->add_shape(kWidth);
     meta->set_dtype("torch.float32");
     return node;
-  };
-  add_node("x", v1::PLACEHOLDER, "x", kActivationBytes);
-  std::string previous = "x";
-  for (int64_t i = 0; i < layers; ++i) {
-    const std::string linear = absl::StrCat("layers_", i, "_linear");
-    const std::string relu = absl::StrCat("relu_", i);
-    const std::string add = absl::StrCat("add_", i);
-    v1::Node* node = add_node(linear, v1::CALL_MODULE, absl::StrCat("layers.", i, ".linear"),
-                              kActivationBytes + kLinearParameters * 4);
+  }
+
+  // call_module of an nn.Linear(64, 64) at `target`, with latencies.
+  void Linear(const std::string& name, const std::string& target, absl::string_view input) {
+    v1::Node* node = Add(name, v1::CALL_MODULE, target, {input}, kLinearParameters * 4);
     node->set_module_type("torch.nn.Linear");
     node->set_parameter_count(kLinearParameters);
     node->set_parameter_bytes(kLinearParameters * 4);
-    node->add_args()->set_node(previous);
     node->mutable_latency()->set_compute_latency_seconds(2e-6);
     node->mutable_latency()->set_memory_latency_seconds(1e-6);
-    node = add_node(relu, v1::CALL_FUNCTION, "torch.relu", kActivationBytes);
-    node->add_args()->set_node(linear);
-    node = add_node(add, v1::CALL_FUNCTION, "operator.add", kActivationBytes);
-    node->add_args()->set_node(relu);
-    node->add_args()->set_node(previous);
+  }
+
+  void Output(const std::string& result) {
+    v1::Node* output = graph_->add_nodes();
+    output->set_name("output");
+    output->set_op(v1::OUTPUT);
+    output->set_target("output");
+    output->add_args()->set_node(result);
+  }
+
+  int64_t size() const { return graph_->nodes_size(); }
+
+ private:
+  v1::Graph* graph_;
+};
+
+// A graph of about `num_nodes` nodes (3 per layer, plus input and output).
+inline v1::Graph ResidualStack(int64_t num_nodes) {
+  v1::Graph graph;
+  graph.set_name("residual_stack");
+  GraphWriter writer(&graph, num_nodes);
+  writer.Add("x", v1::PLACEHOLDER, "x", {});
+  std::string previous = "x";
+  for (int64_t i = 0; writer.size() + 3 < num_nodes; ++i) {
+    const std::string linear = absl::StrCat("layers_", i, "_linear");
+    const std::string relu = absl::StrCat("relu_", i);
+    const std::string add = absl::StrCat("add_", i);
+    writer.Linear(linear, absl::StrCat("layers.", i, ".linear"), previous);
+    writer.Add(relu, v1::CALL_FUNCTION, "torch.relu", {linear});
+    writer.Add(add, v1::CALL_FUNCTION, "operator.add", {relu, previous});
     previous = add;
   }
-  v1::Node* output = graph.add_nodes();
-  output->set_name("output");
-  output->set_op(v1::OUTPUT);
-  output->set_target("output");
-  output->add_args()->set_node(previous);
+  writer.Output(previous);
   return graph;
 }
 
+// The shapes of graph the planners are benchmarked on.
+enum class GraphShape {
+  kChain,        // Linear, ReLU, Linear, ReLU, ...: every node reads the one before
+  kResidual,     // ResidualStack: a skip add per layer
+  kTransformer,  // pre-norm blocks: attention (q, k, v fan out of the norm) and an MLP, two skips
+  kFanOutFanIn,  // blocks of one node read by 16 parallel Linears, joined by a torch.cat
+};
+
+inline const char* GraphShapeName(GraphShape shape) {
+  switch (shape) {
+    case GraphShape::kChain: return "chain";
+    case GraphShape::kResidual: return "residual";
+    case GraphShape::kTransformer: return "transformer";
+    case GraphShape::kFanOutFanIn: return "fan_out_in";
+  }
+  return "unknown";
+}
+
+// A graph of `shape` with about `num_nodes` nodes (whole layers or blocks,
+// plus input and output).
+inline v1::Graph SyntheticGraph(GraphShape shape, int64_t num_nodes) {
+  if (shape == GraphShape::kResidual) return ResidualStack(num_nodes);
+  v1::Graph graph;
+  graph.set_name(GraphShapeName(shape));
+  GraphWriter writer(&graph, num_nodes);
+  writer.Add("x", v1::PLACEHOLDER, "x", {});
+  std::string previous = "x";
+  constexpr int kBranches = 16;
+  const int64_t per_block = shape == GraphShape::kChain         ? 2
+                            : shape == GraphShape::kTransformer ? 15
+                                                                : kBranches + 2;
+  for (int64_t i = 0; writer.size() + per_block < num_nodes; ++i) {
+    const std::string block = absl::StrCat("blocks_", i, "_");
+    const std::string module = absl::StrCat("blocks.", i, ".");
+    switch (shape) {
+      case GraphShape::kChain: {
+        writer.Linear(block + "linear", module + "linear", previous);
+        writer.Add(block + "relu", v1::CALL_FUNCTION, "torch.relu", {block + "linear"});
+        previous = block + "relu";
+        break;
+      }
+      case GraphShape::kTransformer: {
+        writer.Add(block + "ln_1", v1::CALL_MODULE, module + "ln_1", {previous}, 2 * 64 * 4)
+            ->set_module_type("torch.nn.LayerNorm");
+        for (const char* projection : {"q", "k", "v"}) {
+          writer.Linear(block + projection, module + "attn." + projection, block + "ln_1");
+        }
+        writer.Add(block + "transpose", v1::CALL_METHOD, "transpose", {block + "k"});
+        writer.Add(block + "scores", v1::CALL_FUNCTION, "torch.matmul",
+                   {block + "q", block + "transpose"});
+        writer.Add(block + "softmax", v1::CALL_FUNCTION, "torch.softmax", {block + "scores"});
+        writer.Add(block + "attn", v1::CALL_FUNCTION, "torch.matmul",
+                   {block + "softmax", block + "v"});
+        writer.Linear(block + "proj", module + "attn.proj", block + "attn");
+        writer.Add(block + "add", v1::CALL_FUNCTION, "operator.add", {previous, block + "proj"});
+        writer.Add(block + "ln_2", v1::CALL_MODULE, module + "ln_2", {block + "add"}, 2 * 64 * 4)
+            ->set_module_type("torch.nn.LayerNorm");
+        writer.Linear(block + "fc1", module + "mlp.fc1", block + "ln_2");
+        writer.Add(block + "gelu", v1::CALL_FUNCTION, "torch.nn.functional.gelu",
+                   {block + "fc1"});
+        writer.Linear(block + "fc2", module + "mlp.fc2", block + "gelu");
+        const std::string out = block + "add_1";
+        writer.Add(out, v1::CALL_FUNCTION, "operator.add", {block + "add", block + "fc2"});
+        previous = out;
+        break;
+      }
+      case GraphShape::kFanOutFanIn: {
+        v1::Node* cat = nullptr;
+        std::vector<std::string> branches;
+        for (int b = 0; b < kBranches; ++b) {
+          branches.push_back(absl::StrCat(block, "branch_", b));
+          writer.Linear(branches.back(), absl::StrCat(module, "branches.", b), previous);
+        }
+        // torch.cat([b0, ..., b15], dim=1): one list argument.
+        cat = writer.Add(block + "cat", v1::CALL_FUNCTION, "torch.cat", {});
+        cat->add_args()->set_list(kBranches);
+        for (const std::string& branch : branches) cat->add_args()->set_node(branch);
+        cat->mutable_size_bytes()->set_total_bytes(kBranches * GraphWriter::kActivationBytes);
+        cat->mutable_size_bytes()->set_output_bytes(kBranches * GraphWriter::kActivationBytes);
+        cat->mutable_outputs(0)->set_shape(1, kBranches * GraphWriter::kWidth);
+        writer.Linear(block + "join", module + "join", block + "cat");
+        previous = block + "join";
+        break;
+      }
+      case GraphShape::kResidual:
+        break;
+    }
+  }
+  writer.Output(previous);
+  return graph;
+}
+
+// An aten-level MLP of about `num_nodes` nodes as make_fx records it, for
+// PlanDataParallel: per layer a weight placeholder, aten.mm and aten.relu;
+// the loss is the sum of the last activation.
+inline v1::PlanDataParallelRequest DataParallelMlpRequest(int64_t num_nodes) {
+  v1::PlanDataParallelRequest request;
+  v1::Graph& graph = *request.mutable_graph();
+  graph.set_name("aten_mlp");
+  GraphWriter writer(&graph, num_nodes);
+  writer.Add("x", v1::PLACEHOLDER, "x", {});
+  std::string previous = "x";
+  for (int64_t i = 0; writer.size() + 3 + 2 < num_nodes; ++i) {
+    const std::string weight = absl::StrCat("w_", i);
+    v1::Node* node = writer.Add(weight, v1::PLACEHOLDER, weight, {});
+    node->mutable_outputs(0)->set_shape(0, GraphWriter::kWidth);
+    node->mutable_size_bytes()->set_total_bytes(GraphWriter::kWidth * GraphWriter::kWidth * 4);
+    node->mutable_size_bytes()->set_output_bytes(GraphWriter::kWidth * GraphWriter::kWidth * 4);
+    v1::PlaceholderRoleEntry* role = request.add_roles();
+    role->set_node(weight);
+    role->set_role(v1::PARAMETER);
+    const std::string mm = absl::StrCat("mm_", i);
+    writer.Add(mm, v1::CALL_FUNCTION, "aten.mm.default", {previous, weight});
+    const std::string relu = absl::StrCat("relu_", i);
+    writer.Add(relu, v1::CALL_FUNCTION, "aten.relu.default", {mm});
+    previous = relu;
+  }
+  v1::Node* loss = writer.Add("sum", v1::CALL_FUNCTION, "aten.sum.default", {previous});
+  loss->mutable_outputs(0)->clear_shape();
+  writer.Output("sum");
+  for (int d = 0; d < 8; ++d) {
+    v1::Device* device = request.mutable_devices()->add_devices();
+    device->set_name(absl::StrCat("gpu", d));
+    device->set_logical_id(d);
+    device->set_available_memory_bytes(int64_t{16} << 30);
+  }
+  return request;
+}
+
 // The graph split over `num_devices` equal devices with 10% headroom.
-inline v1::PartitionGraphRequest ResidualStackRequest(int64_t num_nodes, int num_devices) {
+inline v1::PartitionGraphRequest PartitionRequest(v1::Graph graph, int num_devices) {
   v1::PartitionGraphRequest request;
-  *request.mutable_graph() = ResidualStack(num_nodes);
+  *request.mutable_graph() = std::move(graph);
   int64_t total = 0;
   for (const v1::Node& node : request.graph().nodes()) total += node.size_bytes().total_bytes();
   const int64_t per_device = total / num_devices + total / (10 * num_devices) + 1;
@@ -84,6 +240,10 @@ inline v1::PartitionGraphRequest ResidualStackRequest(int64_t num_nodes, int num
   request.mutable_devices()->set_transfer_rate_bytes_per_second(1e10);
   request.mutable_config()->set_mode(v1::PartitionerConfig::SIZE_BASED);
   return request;
+}
+
+inline v1::PartitionGraphRequest ResidualStackRequest(int64_t num_nodes, int num_devices) {
+  return PartitionRequest(ResidualStack(num_nodes), num_devices);
 }
 
 // A recommendation model of about `num_nodes` nodes: `num_tables`
