@@ -3,10 +3,10 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "planner/module_split.h"
+#include "planner/name_index.h"
 #include "planner/status_util.h"
 
 namespace partplan {
@@ -89,21 +89,25 @@ absl::Status SplitGraphPlan(const CompactGraph& graph, const v1::SplitGraphReque
   for (const SplitPartition& part : split.partitions) {
     for (NodeId v : part.nodes) submodule_name_of[v] = &part.submodule_name;
   }
-  // Views of the split names already in the response (whose strings stay
-  // put as entries are added).
-  absl::flat_hash_set<absl::string_view> seen;
-  std::string split_name;
+  std::vector<NodeId> modules;
+  std::vector<std::string> split_names;
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     if (graph.op(v) != v1::CALL_MODULE) continue;
-    const std::string& target = graph.source().nodes(v).target();
-    split_name.clear();
-    absl::StrAppend(&split_name, *submodule_name_of[v], ".",
-                    absl::StrReplaceAll(target, {{".", "_"}}));
-    if (seen.contains(split_name)) continue;
+    modules.push_back(v);
+    split_names.push_back(absl::StrCat(
+        *submodule_name_of[v], ".",
+        absl::StrReplaceAll(graph.source().nodes(v).target(), {{".", "_"}})));
+  }
+  // First uses found with a NameIndex, which stays fast where a hash set of
+  // a million names would miss the cache on every insert.
+  NameIndex first_use(static_cast<int64_t>(split_names.size()));
+  HashAhead hashes(first_use, static_cast<int64_t>(split_names.size()),
+                   [&](int64_t i) -> const std::string& { return split_names[i]; });
+  for (int32_t i = 0; i < static_cast<int32_t>(split_names.size()); ++i) {
+    if (first_use.Insert(split_names, i, hashes.Next(i)) >= 0) continue;
     v1::QualifiedName* entry = response.add_qualname_map();
-    entry->set_split_name(split_name);
-    entry->set_original_name(target);
-    seen.insert(entry->split_name());
+    entry->set_split_name(split_names[i]);
+    entry->set_original_name(graph.source().nodes(modules[i]).target());
   }
   *response.mutable_output_values() = {split.output_values.begin(), split.output_values.end()};
   return absl::OkStatus();
