@@ -68,8 +68,7 @@ int64_t ShardBytes(absl::Span<const int64_t> shape, int64_t element_bytes, int32
 }
 
 const std::string& ParameterPlacement::note(NodeId v) const {
-  auto it = notes_.find(v);
-  return it == notes_.end() ? no_note_ : it->second;
+  return note_of_.empty() || note_of_[v] < 0 ? no_note_ : group_notes_[note_of_[v]];
 }
 
 class ParameterPlacer {
@@ -221,7 +220,10 @@ class ParameterPlacer {
   }
 
   void NoteGroup(size_t g, const std::string& text) {
-    for (NodeId v : groups_[g].placeholders) result_.notes_[v] = text;
+    if (result_.note_of_.empty()) result_.note_of_.assign(result_.group_of_.size(), -1);
+    result_.group_notes_.resize(groups_.size());
+    result_.group_notes_[g] = text;
+    for (NodeId v : groups_[g].placeholders) result_.note_of_[v] = static_cast<int32_t>(g);
   }
 
   absl::Status ChooseByMemory() {

@@ -35,7 +35,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/cancellation.h"
@@ -59,7 +58,10 @@ class ParameterPlacement {
   friend class ParameterPlacer;
   std::vector<int32_t> group_of_;
   std::vector<bool> group_sharded_;
-  absl::flat_hash_map<NodeId, std::string> notes_;
+  // A group's note is shared by its placeholders: note_of_[v] is the group
+  // whose note v has, or -1 (one int per node, not a string per parameter).
+  std::vector<int32_t> note_of_;
+  std::vector<std::string> group_notes_;
   std::string no_note_;
 };
 
