@@ -1,38 +1,47 @@
 #include "server/plan_cache.h"
 
-#include <openssl/sha.h>
+#include <openssl/evp.h>
+
+#include <memory>
+#include <vector>
 
 namespace partplan {
 
-std::string PlanCache::Key(absl::string_view rpc, const google::protobuf::Message& request) {
-  std::string bytes(rpc);
-  bytes.push_back('\0');
-  request.AppendToString(&bytes);
-  std::string digest(SHA256_DIGEST_LENGTH, '\0');
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
-         reinterpret_cast<unsigned char*>(digest.data()));
+std::string PlanCache::Key(absl::string_view rpc, const grpc::ByteBuffer& request) {
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
+                                                                  &EVP_MD_CTX_free);
+  EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr);
+  // The RPC name and a separator, so that no request of one RPC can collide
+  // with one of another.
+  EVP_DigestUpdate(context.get(), rpc.data(), rpc.size());
+  EVP_DigestUpdate(context.get(), "", 1);
+  std::vector<grpc::Slice> slices;
+  if (request.Dump(&slices).ok()) {
+    for (const grpc::Slice& slice : slices) {
+      EVP_DigestUpdate(context.get(), slice.begin(), slice.size());
+    }
+  }
+  std::string digest(kKeyBytes, '\0');
+  EVP_DigestFinal_ex(context.get(), reinterpret_cast<unsigned char*>(digest.data()), nullptr);
   return digest;
 }
 
-bool PlanCache::Lookup(const std::string& key, google::protobuf::Message* response) {
-  std::string serialized;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = index_.find(key);
-    if (it == index_.end()) return false;
-    entries_.splice(entries_.begin(), entries_, it->second);
-    serialized = it->second->second;
-  }
-  return response->ParseFromString(serialized);
+bool PlanCache::Lookup(const std::string& key, Entry* found) {
+  absl::MutexLock lock(&mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return false;
+  entries_.splice(entries_.begin(), entries_, it->second);
+  *found = it->second->second;
+  return true;
 }
 
-void PlanCache::Insert(const std::string& key, const google::protobuf::Message& response) {
-  std::string serialized = response.SerializeAsString();
-  const int64_t size = static_cast<int64_t>(key.size() + serialized.size());
+void PlanCache::Insert(const std::string& key, Entry entry) {
+  KeyedEntry keyed(key, std::move(entry));
+  const int64_t size = SizeOf(keyed);
   if (size > capacity_bytes_) return;
   absl::MutexLock lock(&mu_);
   if (index_.contains(key)) return;  // another call planned it meanwhile
-  entries_.emplace_front(key, std::move(serialized));
+  entries_.push_front(std::move(keyed));
   index_.emplace(key, entries_.begin());
   bytes_ += size;
   EvictLocked();
@@ -40,8 +49,8 @@ void PlanCache::Insert(const std::string& key, const google::protobuf::Message& 
 
 void PlanCache::EvictLocked() {
   while (bytes_ > capacity_bytes_ && !entries_.empty()) {
-    const Entry& oldest = entries_.back();
-    bytes_ -= static_cast<int64_t>(oldest.first.size() + oldest.second.size());
+    const KeyedEntry& oldest = entries_.back();
+    bytes_ -= SizeOf(oldest);
     index_.erase(oldest.first);
     entries_.pop_back();
   }

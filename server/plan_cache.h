@@ -1,22 +1,30 @@
 // PlanCache: the responses of recent planning calls, so that a repeated
-// identical request is answered without planning again.
+// identical request is answered without parsing or planning it again.
 //
-// Keyed by the SHA-256 of the RPC name and the request's serialization
+// Keyed by the SHA-256 of the RPC name and the request's bytes as received
 // (planners are deterministic: the same request always gets the same plan),
-// bounded by the bytes of the serialized responses it holds, least recently
-// used first out. Thread-safe.
+// it holds each response as the bytes sent, so a hit costs a hash of the
+// request and a reference to those bytes. Bounded by the bytes of the
+// responses it holds, least recently used first out. Thread-safe.
 //
 //   PlanCache cache(64 << 20);
-//   const std::string key = PlanCache::Key("PartitionGraph", request);
-//   if (!cache.Lookup(key, &response)) {
-//     ... plan into response ...
-//     cache.Insert(key, response);
+//   const std::string key = PlanCache::Key("PartitionGraph", request_bytes);
+//   PlanCache::Entry found;
+//   if (cache.Lookup(key, &found)) {
+//     *response_bytes = found.response;
+//   } else {
+//     ... parse, plan and serialise into *response_bytes ...
+//     cache.Insert(key, {*response_bytes, nodes, devices});
 //   }
 //
 // A cached response is returned as it was first made, its planner_seconds
-// included.
+// included. Requests that mean the same but are encoded differently (fields
+// in another order, unknown fields) are different keys: clients that build
+// requests with protobuf's serialiser send the same bytes each time.
 #ifndef PARTPLAN_SERVER_PLAN_CACHE_H_
 #define PARTPLAN_SERVER_PLAN_CACHE_H_
+
+#include <grpcpp/support/byte_buffer.h>
 
 #include <cstdint>
 #include <list>
@@ -26,26 +34,35 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "google/protobuf/message.h"
 
 namespace partplan {
 
 class PlanCache {
  public:
-  // Holds at most `capacity_bytes` of serialized responses; a response
+  // A cached answer: the serialised response, and the size of the request's
+  // graph for the metrics and log line of a call answered without parsing.
+  struct Entry {
+    grpc::ByteBuffer response;
+    int nodes = 0;
+    int devices = 0;
+  };
+
+  // Holds at most `capacity_bytes` of serialised responses; a response
   // larger than that is never cached.
   explicit PlanCache(int64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
 
   PlanCache(const PlanCache&) = delete;
   PlanCache& operator=(const PlanCache&) = delete;
 
-  // The key of `request` sent to `rpc`: 32 bytes of SHA-256.
-  static std::string Key(absl::string_view rpc, const google::protobuf::Message& request);
+  // The key of `request` (its serialised bytes) sent to `rpc`: the
+  // kKeyBytes of a SHA-256. Reads the buffer's slices in place.
+  static constexpr size_t kKeyBytes = 32;
+  static std::string Key(absl::string_view rpc, const grpc::ByteBuffer& request);
 
-  // Fills `response` from the cache; false (and `response` untouched) when
-  // `key` is not there.
-  bool Lookup(const std::string& key, google::protobuf::Message* response);
-  void Insert(const std::string& key, const google::protobuf::Message& response);
+  // Copies the entry of `key` into `found` (the response's bytes are shared,
+  // not copied); false, and `found` untouched, when `key` is not there.
+  bool Lookup(const std::string& key, Entry* found);
+  void Insert(const std::string& key, Entry entry);
 
   int64_t bytes() const {
     absl::MutexLock lock(&mu_);
@@ -53,14 +70,17 @@ class PlanCache {
   }
 
  private:
-  using Entry = std::pair<std::string, std::string>;  // key, serialized response
+  using KeyedEntry = std::pair<std::string, Entry>;
 
+  static int64_t SizeOf(const KeyedEntry& entry) {
+    return static_cast<int64_t>(entry.first.size() + entry.second.response.Length());
+  }
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t capacity_bytes_;
   mutable absl::Mutex mu_;
-  std::list<Entry> entries_ ABSL_GUARDED_BY(mu_);  // most recently used first
-  absl::flat_hash_map<std::string, std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mu_);
+  std::list<KeyedEntry> entries_ ABSL_GUARDED_BY(mu_);  // most recently used first
+  absl::flat_hash_map<std::string, std::list<KeyedEntry>::iterator> index_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/call_arena.h"
 #include "server/logging.h"
 #include "server/status_conversion.h"
 
@@ -48,12 +49,14 @@ int DeviceCount(const Request& request) {
   }
 }
 
+}  // namespace
+
 // One call from its handler to Finish: the planner's cancellation token, and
 // what the metrics and the log line need. Deletes itself when gRPC is done
 // with the call.
 class PlannerCall final : public grpc::ServerUnaryReactor {
  public:
-  PlannerCall(PlannerRpc rpc, const grpc::CallbackServerContext& context, int nodes, int devices,
+  PlannerCall(PlannerRpc rpc, const grpc::CallbackServerContext& context,
               const ServerMetrics& metrics, absl::Duration max_call_duration)
       : rpc_(rpc),
         metrics_(metrics),
@@ -61,14 +64,21 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
         server_limit_(start_ + max_call_duration),
         client_deadline_(DeadlineOf(context)),
         token_(std::min(client_deadline_, server_limit_)),
-        nodes_(nodes),
-        devices_(devices),
         request_id_(RequestIdOf(context)) {
     metrics_.rpc(rpc_).started->Increment();
-    metrics_.graph_nodes().Observe(nodes_);
   }
 
   const CancellationToken& token() const { return token_; }
+
+  // The size of the request's graph, once it is known (parsed, or from the
+  // plan cache), for the metrics and the log line.
+  void SetRequestSize(int nodes, int devices) {
+    nodes_ = nodes;
+    devices_ = devices;
+    metrics_.graph_nodes().Observe(nodes_);
+  }
+  int nodes() const { return nodes_; }
+  int devices() const { return devices_; }
 
   // Records the outcome in metrics and the log, then finishes the call; the
   // call may be deleted as soon as this returns.
@@ -77,9 +87,9 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
     if (status.code() == absl::StatusCode::kDeadlineExceeded && server_limit_ < client_deadline_ &&
         absl::Now() >= server_limit_) {
       // The server's limit, not the client's deadline: say which.
-      status = absl::DeadlineExceededError(absl::StrCat(
-          "planning stopped after ", absl::FormatDuration(server_limit_ - start_),
-          ", the longest the server lets a call take (--max_call_seconds)"));
+      status = absl::DeadlineExceededError(
+          absl::StrCat("planning stopped after ", absl::FormatDuration(server_limit_ - start_),
+                       ", the longest the server lets a call take (--max_call_seconds)"));
     }
     const grpc::Status grpc_status = ToGrpcStatus(status);
     const absl::Duration duration = absl::Now() - start_;
@@ -114,12 +124,10 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
   const absl::Time server_limit_;     // start_ + max_call_duration
   const absl::Time client_deadline_;  // InfiniteFuture without one
   CancellationToken token_;
-  const int nodes_;
-  const int devices_;
+  int nodes_ = 0;  // 0 until the request is read
+  int devices_ = 0;
   const std::string request_id_;
 };
-
-}  // namespace
 
 PlannerService::PlannerService(PlannerBackend& backend, BoundedThreadPool& pool,
                                const ServerMetrics& metrics,
@@ -130,23 +138,15 @@ PlannerService::PlannerService(PlannerBackend& backend, BoundedThreadPool& pool,
       metrics_(metrics),
       authenticator_(authenticator),
       plan_cache_(plan_cache),
-      max_call_duration_(max_call_duration) {
-  SetMessageAllocatorFor_PartitionGraph(&partition_graph_allocator_);
-  SetMessageAllocatorFor_SplitGraph(&split_graph_allocator_);
-  SetMessageAllocatorFor_ShardGraph(&shard_graph_allocator_);
-  SetMessageAllocatorFor_BuildPipelineGraph(&build_pipeline_graph_allocator_);
-  SetMessageAllocatorFor_PlanDataParallel(&plan_data_parallel_allocator_);
-  SetMessageAllocatorFor_Plan(&plan_allocator_);
-  SetMessageAllocatorFor_Validate(&validate_allocator_);
-}
+      max_call_duration_(max_call_duration) {}
 
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
                                                  BackendMethod<Request, Response> plan,
                                                  grpc::CallbackServerContext* context,
-                                                 const Request* request, Response* response) {
-  auto* call = new PlannerCall(rpc, *context, request->graph().nodes_size(), DeviceCount(*request),
-                               metrics_, max_call_duration_);
+                                                 const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response) {
+  auto* call = new PlannerCall(rpc, *context, metrics_, max_call_duration_);
   if (authenticator_ != nullptr) {
     if (const grpc::Status auth = authenticator_->Check(context->client_metadata()); !auth.ok()) {
       call->Complete(absl::UnauthenticatedError(auth.error_message()));
@@ -154,7 +154,10 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
     }
   }
   // gRPC keeps `request` and `response` alive until the call is finished.
-  auto run = [this, rpc, plan, call, request, response] {
+  // The request's bytes are the call's to release once they are parsed (as
+  // gRPC does for calls it parses itself), hence the const_cast: the buffer
+  // gRPC hands over is its own, not a const object.
+  auto run = [this, rpc, plan, call, request = const_cast<grpc::ByteBuffer*>(request), response] {
     metrics_.queue_depth().Decrement();
     // A call cancelled or expired while it waited is not worth planning.
     if (absl::Status status = call->token().Check(); !status.ok()) {
@@ -163,20 +166,7 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
     }
     metrics_.in_flight().Increment();
     const absl::Time start = absl::Now();
-    // Validate is cheaper than a cache lookup; every other RPC plans.
-    const bool cacheable = plan_cache_ != nullptr && rpc != PlannerRpc::kValidate;
-    const std::string key = cacheable ? PlanCache::Key(RpcName(rpc), *request) : std::string();
-    absl::Status status;
-    if (cacheable && plan_cache_->Lookup(key, response)) {
-      metrics_.plan_cache_hits().Increment();
-    } else {
-      if (cacheable) metrics_.plan_cache_misses().Increment();
-      status = (backend_.*plan)(*request, call->token(), response);
-      if (cacheable && status.ok()) {
-        plan_cache_->Insert(key, *response);
-        metrics_.plan_cache_bytes().Set(static_cast<double>(plan_cache_->bytes()));
-      }
-    }
+    const absl::Status status = Answer(rpc, plan, *call, request, response);
     metrics_.rpc(rpc).planner_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - start));
     metrics_.in_flight().Decrement();
     call->Complete(status);
@@ -188,8 +178,9 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
     metrics_.queue_depth().Decrement();
     if (scheduled == BoundedThreadPool::ScheduleResult::kQueueFull) {
       metrics_.rejected(RejectionReason::kQueueFull).Increment();
-      call->Complete(absl::ResourceExhaustedError(
-          "all planner threads are busy and the queue is full; retry with backoff"));
+      call->Complete(
+          absl::ResourceExhaustedError("all planner threads are busy and the "
+                                       "queue is full; retry with backoff"));
     } else {
       metrics_.rejected(RejectionReason::kShuttingDown).Increment();
       call->Complete(absl::UnavailableError("the server is shutting down"));
@@ -198,48 +189,97 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
   return call;
 }
 
+template <typename Request, typename Response>
+absl::Status PlannerService::Answer(PlannerRpc rpc, BackendMethod<Request, Response> plan,
+                                    PlannerCall& call, grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) {
+  // Validate is cheaper than a cache lookup; every other RPC plans.
+  const bool cacheable = plan_cache_ != nullptr && rpc != PlannerRpc::kValidate;
+  std::string key;
+  if (cacheable) {
+    key = PlanCache::Key(RpcName(rpc), *request);
+    PlanCache::Entry cached;
+    if (plan_cache_->Lookup(key, &cached)) {
+      metrics_.plan_cache_hits().Increment();
+      call.SetRequestSize(cached.nodes, cached.devices);
+      *response = std::move(cached.response);
+      return absl::OkStatus();
+    }
+    metrics_.plan_cache_misses().Increment();
+  }
+
+  // Both messages die with the arena, before gRPC sends the response's
+  // bytes.
+  google::protobuf::Arena arena(CallArenaOptions());
+  auto* parsed = google::protobuf::Arena::CreateMessage<Request>(&arena);
+  // Deserialize releases the request's bytes (success or not).
+  if (!grpc::SerializationTraits<Request>::Deserialize(request, parsed).ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request does not parse as ", Request::descriptor()->full_name(),
+                     ", the request message of /", kPlannerServiceName, "/", RpcName(rpc),
+                     " (truncated, corrupt, or another message)"));
+  }
+  call.SetRequestSize(parsed->graph().nodes_size(), DeviceCount(*parsed));
+  auto* planned = google::protobuf::Arena::CreateMessage<Response>(&arena);
+  if (absl::Status planning = (backend_.*plan)(*parsed, call.token(), planned); !planning.ok()) {
+    return planning;
+  }
+  bool own_buffer = false;
+  if (const grpc::Status serialized =
+          grpc::SerializationTraits<Response>::Serialize(*planned, response, &own_buffer);
+      !serialized.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot serialise the response: ", serialized.error_message()));
+  }
+  if (cacheable) {
+    plan_cache_->Insert(key, {*response, call.nodes(), call.devices()});
+    metrics_.plan_cache_bytes().Set(static_cast<double>(plan_cache_->bytes()));
+  }
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* PlannerService::PartitionGraph(grpc::CallbackServerContext* context,
-                                                         const v1::PartitionGraphRequest* request,
-                                                         v1::PartitionGraphResponse* response) {
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
   return Handle(PlannerRpc::kPartitionGraph, &PlannerBackend::PartitionGraph, context, request,
                 response);
 }
 
 grpc::ServerUnaryReactor* PlannerService::SplitGraph(grpc::CallbackServerContext* context,
-                                                     const v1::SplitGraphRequest* request,
-                                                     v1::SplitGraphResponse* response) {
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
   return Handle(PlannerRpc::kSplitGraph, &PlannerBackend::SplitGraph, context, request, response);
 }
 
 grpc::ServerUnaryReactor* PlannerService::ShardGraph(grpc::CallbackServerContext* context,
-                                                     const v1::ShardGraphRequest* request,
-                                                     v1::ShardGraphResponse* response) {
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
   return Handle(PlannerRpc::kShardGraph, &PlannerBackend::ShardGraph, context, request, response);
 }
 
-grpc::ServerUnaryReactor* PlannerService::BuildPipelineGraph(
-    grpc::CallbackServerContext* context, const v1::BuildPipelineGraphRequest* request,
-    v1::BuildPipelineGraphResponse* response) {
+grpc::ServerUnaryReactor* PlannerService::BuildPipelineGraph(grpc::CallbackServerContext* context,
+                                                             const grpc::ByteBuffer* request,
+                                                             grpc::ByteBuffer* response) {
   return Handle(PlannerRpc::kBuildPipelineGraph, &PlannerBackend::BuildPipelineGraph, context,
                 request, response);
 }
 
-grpc::ServerUnaryReactor* PlannerService::PlanDataParallel(
-    grpc::CallbackServerContext* context, const v1::PlanDataParallelRequest* request,
-    v1::PlanDataParallelResponse* response) {
+grpc::ServerUnaryReactor* PlannerService::PlanDataParallel(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
   return Handle(PlannerRpc::kPlanDataParallel, &PlannerBackend::PlanDataParallel, context, request,
                 response);
 }
 
 grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* context,
-                                               const v1::PlanRequest* request,
-                                               v1::PlanResponse* response) {
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) {
   return Handle(PlannerRpc::kPlan, &PlannerBackend::Plan, context, request, response);
 }
 
 grpc::ServerUnaryReactor* PlannerService::Validate(grpc::CallbackServerContext* context,
-                                                   const v1::ValidateRequest* request,
-                                                   v1::ValidateResponse* response) {
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) {
   return Handle(PlannerRpc::kValidate, &PlannerBackend::Validate, context, request, response);
 }
 

@@ -12,8 +12,13 @@
 //     method, graph size, status code, duration and x-request-id;
 //   - with an authenticator (auth.h), a call without an accepted bearer
 //     token gets UNAUTHENTICATED before anything is queued;
-//   - with a plan cache (plan_cache.h), a planning request seen before is
-//     answered from it on the planner thread, without planning.
+//   - every RPC takes and answers raw bytes, parsed on the planner thread
+//     onto an arena of the call's (call_arena.h), so that:
+//   - with a plan cache (plan_cache.h), a planning request whose bytes were
+//     seen before is answered with the bytes of its first answer, without
+//     being parsed;
+//   - a request that does not parse gets INVALID_ARGUMENT, naming the
+//     message it should have been.
 //
 //   partplan::PlannerService service(*backend, pool, metrics);
 //   grpc::ServerBuilder builder;
@@ -26,7 +31,6 @@
 #include "absl/status/statusor.h"
 #include "partplan/v1/planner_service.grpc.pb.h"
 #include "planner/cancellation.h"
-#include "server/arena_message_allocator.h"
 #include "server/auth.h"
 #include "server/bounded_thread_pool.h"
 #include "server/metrics.h"
@@ -36,38 +40,49 @@
 
 namespace partplan {
 
-class PlannerService final : public v1::PartitionPlanner::CallbackService {
+class PlannerCall;  // one call in flight (planner_service.cc)
+
+// partplan.v1.PartitionPlanner with every method on raw bytes.
+using RawPlannerCallbackService = v1::PartitionPlanner::WithRawCallbackMethod_PartitionGraph<
+    v1::PartitionPlanner::WithRawCallbackMethod_SplitGraph<
+        v1::PartitionPlanner::WithRawCallbackMethod_ShardGraph<
+            v1::PartitionPlanner::WithRawCallbackMethod_BuildPipelineGraph<
+                v1::PartitionPlanner::WithRawCallbackMethod_PlanDataParallel<
+                    v1::PartitionPlanner::WithRawCallbackMethod_Plan<
+                        v1::PartitionPlanner::WithRawCallbackMethod_Validate<
+                            v1::PartitionPlanner::Service>>>>>>>;
+
+class PlannerService final : public RawPlannerCallbackService {
  public:
   // All must outlive the service; `authenticator` may be null (no token
   // authentication), and so may `plan_cache` (no caching).
   // A call planning for `max_call_duration` from its arrival stops with
   // DEADLINE_EXCEEDED, whatever its own deadline.
   PlannerService(PlannerBackend& backend, BoundedThreadPool& pool, const ServerMetrics& metrics,
-                 const TokenAuthenticator* authenticator = nullptr,
-                 PlanCache* plan_cache = nullptr,
+                 const TokenAuthenticator* authenticator = nullptr, PlanCache* plan_cache = nullptr,
                  absl::Duration max_call_duration = absl::InfiniteDuration());
 
   grpc::ServerUnaryReactor* PartitionGraph(grpc::CallbackServerContext* context,
-                                           const v1::PartitionGraphRequest* request,
-                                           v1::PartitionGraphResponse* response) override;
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* SplitGraph(grpc::CallbackServerContext* context,
-                                       const v1::SplitGraphRequest* request,
-                                       v1::SplitGraphResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ShardGraph(grpc::CallbackServerContext* context,
-                                       const v1::ShardGraphRequest* request,
-                                       v1::ShardGraphResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* BuildPipelineGraph(grpc::CallbackServerContext* context,
-                                               const v1::BuildPipelineGraphRequest* request,
-                                               v1::BuildPipelineGraphResponse* response) override;
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* PlanDataParallel(grpc::CallbackServerContext* context,
-                                             const v1::PlanDataParallelRequest* request,
-                                             v1::PlanDataParallelResponse* response) override;
+                                             const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Plan(grpc::CallbackServerContext* context,
-                                 const v1::PlanRequest* request,
-                                 v1::PlanResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Validate(grpc::CallbackServerContext* context,
-                                     const v1::ValidateRequest* request,
-                                     v1::ValidateResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
 
  private:
   // A PlannerBackend method, e.g. &PlannerBackend::Validate.
@@ -75,23 +90,18 @@ class PlannerService final : public v1::PartitionPlanner::CallbackService {
   using BackendMethod = absl::Status (PlannerBackend::*)(const Request&, const CancellationToken&,
                                                          Response*);
 
-  // The one handler behind every RPC above.
+  // The one handler behind every RPC above: `Request` and `Response` are
+  // the RPC's messages.
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Handle(PlannerRpc rpc, BackendMethod<Request, Response> plan,
-                                   grpc::CallbackServerContext* context, const Request* request,
-                                   Response* response);
+                                   grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request, grpc::ByteBuffer* response);
 
-  // Every call's request and response live on an arena of its own.
-  ArenaMessageAllocator<v1::PartitionGraphRequest, v1::PartitionGraphResponse>
-      partition_graph_allocator_;
-  ArenaMessageAllocator<v1::SplitGraphRequest, v1::SplitGraphResponse> split_graph_allocator_;
-  ArenaMessageAllocator<v1::ShardGraphRequest, v1::ShardGraphResponse> shard_graph_allocator_;
-  ArenaMessageAllocator<v1::BuildPipelineGraphRequest, v1::BuildPipelineGraphResponse>
-      build_pipeline_graph_allocator_;
-  ArenaMessageAllocator<v1::PlanDataParallelRequest, v1::PlanDataParallelResponse>
-      plan_data_parallel_allocator_;
-  ArenaMessageAllocator<v1::PlanRequest, v1::PlanResponse> plan_allocator_;
-  ArenaMessageAllocator<v1::ValidateRequest, v1::ValidateResponse> validate_allocator_;
+  // Answers the call on a planner thread: from the cache, or by parsing,
+  // planning and serialising into `response`.
+  template <typename Request, typename Response>
+  absl::Status Answer(PlannerRpc rpc, BackendMethod<Request, Response> plan, PlannerCall& call,
+                      grpc::ByteBuffer* request, grpc::ByteBuffer* response);
 
   PlannerBackend& backend_;
   BoundedThreadPool& pool_;

@@ -23,7 +23,7 @@
 #include "google/protobuf/arena.h"
 #include "partplan/v1/planner_service.grpc.pb.h"
 #include "planner/entry_points.h"
-#include "server/arena_message_allocator.h"
+#include "server/call_arena.h"
 #include "server/server.h"
 #include "tests/bench/synthetic_graphs.h"
 

@@ -16,7 +16,7 @@
 //
 // Each planner runs as the server runs it: on a request parsed onto an arena
 // and with its response on a fresh arena of the server's options per call
-// (server/arena_message_allocator.h), so that the figures are the planner's
+// (server/call_arena.h), so that the figures are the planner's
 // and not those of a million heap allocations and frees.
 //
 // The reference (torch.fx 1.13, size_based) takes 57 s at 16,002 nodes on
@@ -33,7 +33,7 @@
 #include "benchmark/benchmark.h"
 #include "google/protobuf/arena.h"
 #include "planner/entry_points.h"
-#include "server/arena_message_allocator.h"
+#include "server/call_arena.h"
 #include "tests/bench/peak_heap.h"
 #include "tests/bench/synthetic_graphs.h"
 

@@ -1,6 +1,8 @@
-// Requests that do not parse get INVALID_ARGUMENT saying so (gRPC's callback
-// API alone answers UNIMPLEMENTED with no message, as for a method the
-// server lacks), and the server goes on serving.
+// Requests that do not parse get INVALID_ARGUMENT saying so, and the server
+// goes on serving. The planner service parses its requests itself; for the
+// other services on its port, whose requests gRPC's callback API parses (and
+// answers UNIMPLEMENTED with no message when it cannot, as for a method the
+// server lacks), server/parse_failure_interceptor.h says so.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
@@ -44,8 +46,12 @@ TEST(ParseFailureTest, UnparsableRequestIsInvalidArgument) {
       CallRaw(*server, "/partplan.v1.PartitionPlanner/Validate", std::string("\x0a\xff\xff\x03xyz", 7));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
   EXPECT_TRUE(absl::StrContains(status.error_message(),
+                                "partplan.v1.ValidateRequest, the request message of "
                                 "/partplan.v1.PartitionPlanner/Validate"))
       << status.error_message();
+  const grpc::Status health =
+      CallRaw(*server, "/grpc.health.v1.Health/Check", std::string("\x0a\xff\xff\x03xyz", 7));
+  EXPECT_EQ(health.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << health.error_message();
 
   // A method the server lacks is still UNIMPLEMENTED, and good requests
   // are still served.

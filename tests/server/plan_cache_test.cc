@@ -16,56 +16,99 @@ namespace {
 
 using ::testing::HasSubstr;
 
-v1::ValidateResponse Response(int nodes) {
-  v1::ValidateResponse response;
-  response.set_node_count(nodes);
-  return response;
+// A buffer of `bytes`, in one slice per chunk of `chunk` bytes.
+grpc::ByteBuffer Buffer(const std::string& bytes, size_t chunk = 1 << 20) {
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < bytes.size(); at += chunk) {
+    slices.emplace_back(bytes.substr(at, chunk));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
+std::string Bytes(const grpc::ByteBuffer& buffer) {
+  grpc::Slice slice;
+  EXPECT_TRUE(buffer.TrySingleSlice(&slice).ok() || buffer.DumpToSingleSlice(&slice).ok());
+  return std::string(reinterpret_cast<const char*>(slice.begin()), slice.size());
+}
+
+PlanCache::Entry Entry(const std::string& response, int nodes = 3, int devices = 2) {
+  return {Buffer(response), nodes, devices};
+}
+
+// A request with a graph of 3 (empty) nodes, which the fake backend never
+// reads.
 v1::PartitionGraphRequest Request(const std::string& graph_name) {
   v1::PartitionGraphRequest request;
   request.mutable_graph()->set_name(graph_name);
+  for (int i = 0; i < 3; ++i) request.mutable_graph()->add_nodes();
   return request;
 }
 
-TEST(PlanCacheTest, KeysDifferByRpcAndRequest) {
-  const std::string key = PlanCache::Key("PartitionGraph", Request("a"));
-  EXPECT_EQ(key.size(), 32u);
-  EXPECT_EQ(key, PlanCache::Key("PartitionGraph", Request("a")));
-  EXPECT_NE(key, PlanCache::Key("PartitionGraph", Request("b")));
-  EXPECT_NE(key, PlanCache::Key("Plan", Request("a")));
+TEST(PlanCacheTest, KeysDifferByRpcAndRequestBytes) {
+  const std::string a = Request("a").SerializeAsString();
+  const std::string key = PlanCache::Key("PartitionGraph", Buffer(a));
+  EXPECT_EQ(key.size(), PlanCache::kKeyBytes);
+  EXPECT_EQ(key, PlanCache::Key("PartitionGraph", Buffer(a)));
+  EXPECT_NE(key, PlanCache::Key("PartitionGraph", Buffer(Request("b").SerializeAsString())));
+  EXPECT_NE(key, PlanCache::Key("Plan", Buffer(a)));
+  // The name and the bytes are separated: moving a byte across is another key.
+  EXPECT_NE(PlanCache::Key("Pla", Buffer("n" + a)), PlanCache::Key("Plan", Buffer(a)));
+}
+
+TEST(PlanCacheTest, KeyDependsOnTheBytesNotOnHowTheyAreSliced) {
+  std::string large(100000, '\0');
+  for (size_t i = 0; i < large.size(); ++i) large[i] = static_cast<char>(i * 7919 % 251);
+  const std::string whole = PlanCache::Key("Plan", Buffer(large));
+  EXPECT_EQ(whole, PlanCache::Key("Plan", Buffer(large, 4096)));
+  EXPECT_EQ(whole, PlanCache::Key("Plan", Buffer(large, 999)));
+  std::string changed = large;
+  changed[large.size() - 1] ^= 1;
+  EXPECT_NE(whole, PlanCache::Key("Plan", Buffer(changed, 4096)));
 }
 
 TEST(PlanCacheTest, ReturnsWhatWasInserted) {
   PlanCache cache(1 << 20);
-  v1::ValidateResponse found;
+  PlanCache::Entry found;
   EXPECT_FALSE(cache.Lookup("k", &found));
-  cache.Insert("k", Response(7));
+  cache.Insert("k", Entry("response", 7, 4));
   ASSERT_TRUE(cache.Lookup("k", &found));
-  EXPECT_EQ(found.node_count(), 7);
-  EXPECT_GT(cache.bytes(), 0);
+  EXPECT_EQ(Bytes(found.response), "response");
+  EXPECT_EQ(found.nodes, 7);
+  EXPECT_EQ(found.devices, 4);
+  EXPECT_EQ(cache.bytes(), 1 + 8);
 }
 
 TEST(PlanCacheTest, EvictsTheLeastRecentlyUsedBeyondItsBytes) {
   // Each entry: a 1-byte key and a 2-byte response.
   PlanCache cache(6);
-  cache.Insert("a", Response(1));
-  cache.Insert("b", Response(2));
-  v1::ValidateResponse found;
+  cache.Insert("a", Entry("r1"));
+  cache.Insert("b", Entry("r2"));
+  PlanCache::Entry found;
   ASSERT_TRUE(cache.Lookup("a", &found));  // a is now the most recent
-  cache.Insert("c", Response(3));          // 9 bytes > 6: b goes
+  cache.Insert("c", Entry("r3"));          // 9 bytes > 6: b goes
   EXPECT_TRUE(cache.Lookup("a", &found));
   EXPECT_FALSE(cache.Lookup("b", &found));
   EXPECT_TRUE(cache.Lookup("c", &found));
+  EXPECT_EQ(Bytes(found.response), "r3");
   EXPECT_EQ(cache.bytes(), 6);
 }
 
 TEST(PlanCacheTest, NeverHoldsAResponseLargerThanItself) {
   PlanCache cache(2);
-  cache.Insert("a", Response(1));
-  v1::ValidateResponse found;
+  cache.Insert("a", Entry("r1"));
+  PlanCache::Entry found;
   EXPECT_FALSE(cache.Lookup("a", &found));
   EXPECT_EQ(cache.bytes(), 0);
+}
+
+TEST(PlanCacheTest, TheFirstAnswerOfAKeyStays) {
+  PlanCache cache(1 << 20);
+  cache.Insert("k", Entry("first"));
+  cache.Insert("k", Entry("second"));
+  PlanCache::Entry found;
+  ASSERT_TRUE(cache.Lookup("k", &found));
+  EXPECT_EQ(Bytes(found.response), "first");
+  EXPECT_EQ(cache.bytes(), 1 + 5);
 }
 
 TEST(PlanCacheServerTest, RepeatedRequestIsAnsweredWithoutPlanning) {
@@ -91,6 +134,9 @@ TEST(PlanCacheServerTest, RepeatedRequestIsAnsweredWithoutPlanning) {
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_THAT(*metrics, HasSubstr("partplan_plan_cache_lookups_total{result=\"hit\"} 2"));
   EXPECT_THAT(*metrics, HasSubstr("partplan_plan_cache_lookups_total{result=\"miss\"} 2"));
+  // A hit is not parsed, but counts the size of the graph it answers.
+  EXPECT_THAT(*metrics, HasSubstr("partplan_graph_nodes_count 4"));
+  EXPECT_THAT(*metrics, HasSubstr("partplan_graph_nodes_sum 12"));
 }
 
 TEST(PlanCacheServerTest, DisabledWithZeroBytes) {
