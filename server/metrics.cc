@@ -54,7 +54,9 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
                                .Register(registry);
   auto& planner_seconds = prometheus::BuildHistogram()
                               .Name("partplan_planner_seconds")
-                              .Help("Time a planner ran for one call, in seconds.")
+                              .Help(
+                                  "Time a planner thread spent on one call, in seconds: parsing, "
+                                  "planning and serialising, or answering from the plan cache.")
                               .Register(registry);
   for (const PlannerRpc rpc : kAllPlannerRpcs) {
     const std::string method(RpcName(rpc));
