@@ -7,12 +7,17 @@
 // that its dashboards work unchanged:
 //   grpc_server_started_total{grpc_type,grpc_service,grpc_method}
 //   grpc_server_handled_total{grpc_type,grpc_service,grpc_method,grpc_code}
-//   grpc_server_handling_seconds{grpc_type,grpc_service,grpc_method}  (histogram)
+//   grpc_server_handling_seconds{grpc_type,grpc_service,grpc_method}  (histogram: from the
+//     call's arrival to its status, the request's parse and the response's serialisation
+//     included, since the service does both on its planner threads)
 // partplan's own:
-//   partplan_planner_seconds{planner}            planner run time (histogram)
+//   partplan_planner_seconds{planner}            a planner thread's time on a call: parse,
+//                                                plan, serialise, or a cache lookup (histogram)
 //   partplan_planner_queue_depth                 calls waiting for a planner thread
 //   partplan_planner_in_flight                   calls running on a planner thread
-//   partplan_graph_nodes                         nodes per request graph (histogram)
+//   partplan_graph_nodes                         nodes per request graph, of the calls whose
+//                                                request was parsed or found in the plan cache
+//                                                (histogram)
 //   partplan_rejected_calls_total{reason}        calls refused without planning
 //
 //   auto registry = std::make_shared<prometheus::Registry>();

@@ -2,12 +2,15 @@
 
 #include <openssl/evp.h>
 
+#include <iterator>
 #include <memory>
 #include <vector>
 
 namespace partplan {
 
-std::string PlanCache::Key(absl::string_view rpc, const grpc::ByteBuffer& request) {
+std::optional<std::string> PlanCache::Key(absl::string_view rpc, const grpc::ByteBuffer& request) {
+  std::vector<grpc::Slice> slices;
+  if (!request.Valid() || !request.Dump(&slices).ok()) return std::nullopt;
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
                                                                   &EVP_MD_CTX_free);
   EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr);
@@ -15,11 +18,8 @@ std::string PlanCache::Key(absl::string_view rpc, const grpc::ByteBuffer& reques
   // with one of another.
   EVP_DigestUpdate(context.get(), rpc.data(), rpc.size());
   EVP_DigestUpdate(context.get(), "", 1);
-  std::vector<grpc::Slice> slices;
-  if (request.Dump(&slices).ok()) {
-    for (const grpc::Slice& slice : slices) {
-      EVP_DigestUpdate(context.get(), slice.begin(), slice.size());
-    }
+  for (const grpc::Slice& slice : slices) {
+    EVP_DigestUpdate(context.get(), slice.begin(), slice.size());
   }
   std::string digest(kKeyBytes, '\0');
   EVP_DigestFinal_ex(context.get(), reinterpret_cast<unsigned char*>(digest.data()), nullptr);
@@ -36,24 +36,30 @@ bool PlanCache::Lookup(const std::string& key, Entry* found) {
 }
 
 void PlanCache::Insert(const std::string& key, Entry entry) {
+  if (!entry.response.Valid()) return;
   KeyedEntry keyed(key, std::move(entry));
   const int64_t size = SizeOf(keyed);
   if (size > capacity_bytes_) return;
-  absl::MutexLock lock(&mu_);
-  if (index_.contains(key)) return;  // another call planned it meanwhile
-  entries_.push_front(std::move(keyed));
-  index_.emplace(key, entries_.begin());
-  bytes_ += size;
-  EvictLocked();
+  std::list<KeyedEntry> evicted;  // freed after the lock, outside it
+  {
+    absl::MutexLock lock(&mu_);
+    if (index_.contains(key)) return;  // another call planned it meanwhile
+    entries_.push_front(std::move(keyed));
+    index_.emplace(key, entries_.begin());
+    bytes_ += size;
+    evicted = EvictLocked();
+  }
 }
 
-void PlanCache::EvictLocked() {
+std::list<PlanCache::KeyedEntry> PlanCache::EvictLocked() {
+  std::list<KeyedEntry> evicted;
   while (bytes_ > capacity_bytes_ && !entries_.empty()) {
     const KeyedEntry& oldest = entries_.back();
     bytes_ -= SizeOf(oldest);
     index_.erase(oldest.first);
-    entries_.pop_back();
+    evicted.splice(evicted.end(), entries_, std::prev(entries_.end()));
   }
+  return evicted;
 }
 
 }  // namespace partplan

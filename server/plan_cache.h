@@ -8,13 +8,13 @@
 // responses it holds, least recently used first out. Thread-safe.
 //
 //   PlanCache cache(64 << 20);
-//   const std::string key = PlanCache::Key("PartitionGraph", request_bytes);
+//   const std::optional<std::string> key = PlanCache::Key("PartitionGraph", request_bytes);
 //   PlanCache::Entry found;
-//   if (cache.Lookup(key, &found)) {
-//     *response_bytes = found.response;
+//   if (key && cache.Lookup(*key, &found)) {
+//     response_bytes->Swap(&found.response);
 //   } else {
 //     ... parse, plan and serialise into *response_bytes ...
-//     cache.Insert(key, {*response_bytes, nodes, devices});
+//     if (key) cache.Insert(*key, {*response_bytes, nodes, devices});
 //   }
 //
 // A cached response is returned as it was first made, its planner_seconds
@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <list>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -55,13 +56,16 @@ class PlanCache {
   PlanCache& operator=(const PlanCache&) = delete;
 
   // The key of `request` (its serialised bytes) sent to `rpc`: the
-  // kKeyBytes of a SHA-256. Reads the buffer's slices in place.
+  // kKeyBytes of a SHA-256. Reads the buffer's slices in place. None for a
+  // buffer that cannot be read (a call without a message).
   static constexpr size_t kKeyBytes = 32;
-  static std::string Key(absl::string_view rpc, const grpc::ByteBuffer& request);
+  static std::optional<std::string> Key(absl::string_view rpc, const grpc::ByteBuffer& request);
 
   // Copies the entry of `key` into `found` (the response's bytes are shared,
   // not copied); false, and `found` untouched, when `key` is not there.
   bool Lookup(const std::string& key, Entry* found);
+  // Keeps `entry` unless its response is not a valid buffer, is larger than
+  // the whole cache, or `key` is there already.
   void Insert(const std::string& key, Entry entry);
 
   int64_t bytes() const {
@@ -75,7 +79,9 @@ class PlanCache {
   static int64_t SizeOf(const KeyedEntry& entry) {
     return static_cast<int64_t>(entry.first.size() + entry.second.response.Length());
   }
-  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unlinks the least recently used entries until the cache fits its bound;
+  // returns them, to be freed once the lock is released.
+  std::list<KeyedEntry> EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t capacity_bytes_;
   mutable absl::Mutex mu_;

@@ -57,7 +57,7 @@ int DeviceCount(const Request& request) {
 // with the call.
 class PlannerCall final : public grpc::ServerUnaryReactor {
  public:
-  PlannerCall(PlannerRpc rpc, const grpc::CallbackServerContext& context,
+  PlannerCall(PlannerRpc rpc, const grpc::CallbackServerContext& context, size_t request_bytes,
               const ServerMetrics& metrics, absl::Duration max_call_duration)
       : rpc_(rpc),
         metrics_(metrics),
@@ -65,6 +65,7 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
         server_limit_(start_ + max_call_duration),
         client_deadline_(DeadlineOf(context)),
         token_(std::min(client_deadline_, server_limit_)),
+        request_bytes_(request_bytes),
         request_id_(RequestIdOf(context)) {
     metrics_.rpc(rpc_).started->Increment();
   }
@@ -115,13 +116,15 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
 
  private:
   void Log(const absl::Status& status, absl::Duration duration) const {
-    std::vector<LogField> fields = {
-        {"method", RpcName(rpc_)},
-        {"nodes", nodes_},
-        {"devices", devices_},
-        {"code", absl::StatusCodeToString(status.code())},
-        {"duration_ms", absl::ToDoubleMilliseconds(duration)},
-    };
+    std::vector<LogField> fields = {{"method", RpcName(rpc_)}};
+    // Calls refused or failed before their request was read have no size.
+    if (nodes_ >= 0) {
+      fields.emplace_back("nodes", nodes_);
+      fields.emplace_back("devices", devices_);
+    }
+    fields.emplace_back("request_bytes", static_cast<int64_t>(request_bytes_));
+    fields.emplace_back("code", absl::StatusCodeToString(status.code()));
+    fields.emplace_back("duration_ms", absl::ToDoubleMilliseconds(duration));
     if (!request_id_.empty()) fields.emplace_back("request_id", request_id_);
     if (!status.ok()) fields.emplace_back("error", status.message());
     LogInfo("rpc", fields);
@@ -133,8 +136,9 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
   const absl::Time server_limit_;     // start_ + max_call_duration
   const absl::Time client_deadline_;  // InfiniteFuture without one
   CancellationToken token_;
-  int nodes_ = 0;  // 0 until the request is read
-  int devices_ = 0;
+  const size_t request_bytes_;
+  int nodes_ = -1;  // until the request is read
+  int devices_ = -1;
   const std::string request_id_;
   std::optional<google::protobuf::Arena> arena_;
 };
@@ -156,7 +160,7 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
                                                  grpc::CallbackServerContext* context,
                                                  const grpc::ByteBuffer* request,
                                                  grpc::ByteBuffer* response) {
-  auto* call = new PlannerCall(rpc, *context, metrics_, max_call_duration_);
+  auto* call = new PlannerCall(rpc, *context, request->Length(), metrics_, max_call_duration_);
   if (authenticator_ != nullptr) {
     if (const grpc::Status auth = authenticator_->Check(context->client_metadata()); !auth.ok()) {
       call->Complete(absl::UnauthenticatedError(auth.error_message()));
@@ -205,17 +209,16 @@ absl::Status PlannerService::Answer(PlannerRpc rpc, BackendMethod<Request, Respo
                                     grpc::ByteBuffer* response) {
   // Validate is cheaper than a cache lookup; every other RPC plans.
   const bool cacheable = plan_cache_ != nullptr && rpc != PlannerRpc::kValidate;
-  std::string key;
-  if (cacheable) {
-    key = PlanCache::Key(RpcName(rpc), *request);
+  const std::optional<std::string> key =
+      cacheable ? PlanCache::Key(RpcName(rpc), *request) : std::nullopt;
+  if (key.has_value()) {
     PlanCache::Entry cached;
-    if (plan_cache_->Lookup(key, &cached)) {
+    if (plan_cache_->Lookup(*key, &cached)) {
       metrics_.plan_cache_hits().Increment();
       call.SetRequestSize(cached.nodes, cached.devices);
-      *response = std::move(cached.response);
+      response->Swap(&cached.response);
       return absl::OkStatus();
     }
-    metrics_.plan_cache_misses().Increment();
   }
 
   auto* parsed = google::protobuf::Arena::CreateMessage<Request>(&call.arena());
@@ -227,6 +230,9 @@ absl::Status PlannerService::Answer(PlannerRpc rpc, BackendMethod<Request, Respo
                      " (truncated, corrupt, or another message)"));
   }
   call.SetRequestSize(parsed->graph().nodes_size(), DeviceCount(*parsed));
+  // A miss is counted once the request parses: bytes that are not a
+  // request were never going to be found.
+  if (key.has_value()) metrics_.plan_cache_misses().Increment();
   auto* planned = google::protobuf::Arena::CreateMessage<Response>(&call.arena());
   if (absl::Status planning = (backend_.*plan)(*parsed, call.token(), planned); !planning.ok()) {
     return planning;
@@ -238,8 +244,8 @@ absl::Status PlannerService::Answer(PlannerRpc rpc, BackendMethod<Request, Respo
     return absl::InternalError(
         absl::StrCat("cannot serialise the response: ", serialized.error_message()));
   }
-  if (cacheable) {
-    plan_cache_->Insert(key, {*response, call.nodes(), call.devices()});
+  if (key.has_value()) {
+    plan_cache_->Insert(*key, {*response, call.nodes(), call.devices()});
     metrics_.plan_cache_bytes().Set(static_cast<double>(plan_cache_->bytes()));
   }
   return absl::OkStatus();

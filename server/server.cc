@@ -15,7 +15,6 @@
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/logging.h"
-#include "server/parse_failure_interceptor.h"
 
 namespace partplan {
 namespace {
@@ -28,12 +27,10 @@ std::string HostPort(const std::string& host, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-// The server interceptors of every listener: INVALID_ARGUMENT for requests
-// that do not parse, and token checks when auth is on.
+// The server interceptors of every listener: token checks when auth is on.
 std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
 AuthInterceptors(const TokenAuthenticator* authenticator, const AuthOptions& options) {
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
-  creators.push_back(NewParseFailureInterceptorFactory());
   if (authenticator != nullptr) {
     creators.push_back(NewAuthInterceptorFactory(*authenticator, options.reflection_requires_auth));
   }

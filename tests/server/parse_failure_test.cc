@@ -1,8 +1,6 @@
 // Requests that do not parse get INVALID_ARGUMENT saying so, and the server
-// goes on serving. The planner service parses its requests itself; for the
-// other services on its port, whose requests gRPC's callback API parses (and
-// answers UNIMPLEMENTED with no message when it cannot, as for a method the
-// server lacks), server/parse_failure_interceptor.h says so.
+// goes on serving. The planner service parses its requests itself, as gRPC's
+// health service does.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -46,8 +47,9 @@ v1::PartitionGraphRequest Request(const std::string& graph_name) {
 
 TEST(PlanCacheTest, KeysDifferByRpcAndRequestBytes) {
   const std::string a = Request("a").SerializeAsString();
-  const std::string key = PlanCache::Key("PartitionGraph", Buffer(a));
-  EXPECT_EQ(key.size(), PlanCache::kKeyBytes);
+  const std::optional<std::string> key = PlanCache::Key("PartitionGraph", Buffer(a));
+  ASSERT_TRUE(key.has_value());
+  EXPECT_EQ(key->size(), PlanCache::kKeyBytes);
   EXPECT_EQ(key, PlanCache::Key("PartitionGraph", Buffer(a)));
   EXPECT_NE(key, PlanCache::Key("PartitionGraph", Buffer(Request("b").SerializeAsString())));
   EXPECT_NE(key, PlanCache::Key("Plan", Buffer(a)));
@@ -58,12 +60,25 @@ TEST(PlanCacheTest, KeysDifferByRpcAndRequestBytes) {
 TEST(PlanCacheTest, KeyDependsOnTheBytesNotOnHowTheyAreSliced) {
   std::string large(100000, '\0');
   for (size_t i = 0; i < large.size(); ++i) large[i] = static_cast<char>(i * 7919 % 251);
-  const std::string whole = PlanCache::Key("Plan", Buffer(large));
+  const std::optional<std::string> whole = PlanCache::Key("Plan", Buffer(large));
+  ASSERT_TRUE(whole.has_value());
   EXPECT_EQ(whole, PlanCache::Key("Plan", Buffer(large, 4096)));
   EXPECT_EQ(whole, PlanCache::Key("Plan", Buffer(large, 999)));
   std::string changed = large;
   changed[large.size() - 1] ^= 1;
   EXPECT_NE(whole, PlanCache::Key("Plan", Buffer(changed, 4096)));
+}
+
+TEST(PlanCacheTest, NoKeyAndNoEntryWithoutABuffer) {
+  // A call without a message has no buffer; it must not share the key of
+  // an empty request.
+  EXPECT_FALSE(PlanCache::Key("Plan", grpc::ByteBuffer()).has_value());
+  EXPECT_TRUE(PlanCache::Key("Plan", Buffer("")).has_value());
+  PlanCache cache(1 << 20);
+  cache.Insert("k", {grpc::ByteBuffer(), 1, 1});
+  PlanCache::Entry found;
+  EXPECT_FALSE(cache.Lookup("k", &found));
+  EXPECT_EQ(cache.bytes(), 0);
 }
 
 TEST(PlanCacheTest, ReturnsWhatWasInserted) {

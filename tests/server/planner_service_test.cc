@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -51,12 +52,12 @@ TEST(PlannerServiceTest, LogsOneLinePerCallWithItsRequestId) {
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
       "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
   ConfigureLogging(LogFormat::kText);
+  v1::ValidateRequest request;
+  request.mutable_graph()->add_nodes()->set_name("x");
+  request.mutable_devices()->add_devices()->set_name("gpu0");
   {
     std::unique_ptr<PlannerServer> server = StartTestServer(std::make_unique<FakePlannerBackend>());
     ASSERT_NE(server, nullptr);
-    v1::ValidateRequest request;
-    request.mutable_graph()->add_nodes()->set_name("x");
-    request.mutable_devices()->add_devices()->set_name("gpu0");
     grpc::ClientContext context;
     context.AddMetadata("x-request-id", "req-42");
     v1::ValidateResponse response;
@@ -69,8 +70,9 @@ TEST(PlannerServiceTest, LogsOneLinePerCallWithItsRequestId) {
     if (absl::StrContains(line, " rpc ")) rpc_lines.emplace_back(line);
   }
   ASSERT_EQ(rpc_lines.size(), 1u) << log.str();
-  EXPECT_TRUE(
-      absl::StrContains(rpc_lines[0], "rpc method=Validate nodes=1 devices=1 code=OK duration_ms="))
+  EXPECT_TRUE(absl::StrContains(rpc_lines[0],
+                                absl::StrCat("rpc method=Validate nodes=1 devices=1 request_bytes=",
+                                             request.ByteSizeLong(), " code=OK duration_ms=")))
       << rpc_lines[0];
   EXPECT_TRUE(absl::StrContains(rpc_lines[0], " request_id=req-42")) << rpc_lines[0];
 }
