@@ -6,6 +6,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -114,6 +116,42 @@ TEST(PlanCacheTest, NeverHoldsAResponseLargerThanItself) {
   PlanCache::Entry found;
   EXPECT_FALSE(cache.Lookup("a", &found));
   EXPECT_EQ(cache.bytes(), 0);
+}
+
+// Calls on many planner threads look up, insert and evict at once, and the
+// bytes of a response stay shared by the cache and by the calls it answered
+// after it has evicted them: every hit must read its own key's bytes whole.
+TEST(PlanCacheTest, ConcurrentHitsInsertsAndEvictionsKeepEachResponseWhole) {
+  constexpr int kKeys = 6;
+  constexpr int kThreads = 8;
+  constexpr int kCallsPerThread = 3000;
+  std::vector<std::string> responses;
+  for (int k = 0; k < kKeys; ++k)
+    responses.push_back(std::string(3000 + k, static_cast<char>('a' + k)));
+  // Room for about three of the six responses: most inserts evict.
+  PlanCache cache(3 * 3010);
+  std::atomic<int> hits{0};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCallsPerThread; ++i) {
+        const int k = (i * 7 + t) % kKeys;
+        const std::string key(1, static_cast<char>('0' + k));
+        PlanCache::Entry found;
+        if (cache.Lookup(key, &found)) {
+          ++hits;
+          if (Bytes(found.response) != responses[k] || found.nodes != k) ++wrong;
+        } else {
+          cache.Insert(key, {Buffer(responses[k], 1000), k, 1});
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_GT(hits.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_LE(cache.bytes(), 3 * 3010);
 }
 
 TEST(PlanCacheTest, TheFirstAnswerOfAKeyStays) {
