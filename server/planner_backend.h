@@ -12,8 +12,8 @@
 //   partplan::v1::ValidateResponse response;
 //   absl::Status status = backend->Validate(request, token, &response);
 //
-// Each method fills `*response`, which is gRPC's own (arena-backed) message,
-// so a plan is never copied.
+// Each method fills `*response`, which the service created on the call's arena
+// and serialises straight from there, so a plan is never copied.
 //
 // Implementations must be safe to call concurrently from many threads.
 #ifndef PARTPLAN_SERVER_PLANNER_BACKEND_H_
