@@ -1,6 +1,7 @@
 #include "planner/entry_points.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -22,11 +23,11 @@ namespace partplan {
 namespace {
 
 // Imports and validates the graph and inventory, then partitions.
-absl::Status RunPartitioner(const v1::Graph& graph_proto, const v1::DeviceInventory& inventory,
+absl::Status RunPartitioner(const GraphSource& graph_source, const v1::DeviceInventory& inventory,
                             const v1::PartitionerConfig& config, const InputLimits& limits,
                             const CancellationToken& token, v1::PartitionPlan* plan) {
   const absl::Time start = absl::Now();
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_proto, limits, token));
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(inventory, limits));
   PARTPLAN_RETURN_IF_ERROR(PartitionGraphPlan(graph, devices, config, token, plan));
   plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
@@ -63,11 +64,11 @@ PartitionSet ShardsToPartitions(const CompactGraph& graph, const v1::ShardGraphR
 
 // Plan with a shard planner: its shards, placed (best fit when the planner
 // chose no devices), become the plan's partitions.
-absl::Status RunShardPlanner(const v1::PlanRequest& request, const InputLimits& limits,
-                             const CancellationToken& token, v1::PartitionPlan* plan) {
+absl::Status RunShardPlanner(const v1::PlanRequest& request, const GraphSource& graph_source,
+                             const InputLimits& limits, const CancellationToken& token,
+                             v1::PartitionPlan* plan) {
   const absl::Time start = absl::Now();
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
-                            ImportGraph(request.graph(), limits, token));
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(request.devices(), limits));
   v1::ShardGraphRequest shard_request;
   *shard_request.mutable_config() = request.shard();
@@ -89,23 +90,24 @@ absl::Status RunShardPlanner(const v1::PlanRequest& request, const InputLimits& 
 
 }  // namespace
 
-absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const InputLimits& limits,
-                            const CancellationToken& token, v1::PartitionGraphResponse* response) {
-  return RunPartitioner(request.graph(), request.devices(), request.config(), limits, token,
+absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const GraphSource& graph,
+                            const InputLimits& limits, const CancellationToken& token,
+                            v1::PartitionGraphResponse* response) {
+  return RunPartitioner(graph, request.devices(), request.config(), limits, token,
                         response->mutable_plan());
 }
 
-absl::Status SplitGraph(const v1::SplitGraphRequest& request, const InputLimits& limits,
-                        const CancellationToken& token, v1::SplitGraphResponse* response) {
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
-                            ImportGraph(request.graph(), limits, token));
+absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph_source,
+                        const InputLimits& limits, const CancellationToken& token,
+                        v1::SplitGraphResponse* response) {
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
   return SplitGraphPlan(graph, request, token, response);
 }
 
-absl::Status ShardGraph(const v1::ShardGraphRequest& request, const InputLimits& limits,
-                        const CancellationToken& token, v1::ShardGraphResponse* response) {
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
-                            ImportGraph(request.graph(), limits, token));
+absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph_source,
+                        const InputLimits& limits, const CancellationToken& token,
+                        v1::ShardGraphResponse* response) {
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
   // BALANCED reads the inventory; hold it to the server's limits
   // (--max_devices) before the planner imports it.
   if (request.config().mode() == v1::ShardConfig::BALANCED) {
@@ -115,18 +117,33 @@ absl::Status ShardGraph(const v1::ShardGraphRequest& request, const InputLimits&
 }
 
 absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
-                                const InputLimits& limits, const CancellationToken& token,
+                                const GraphSource& graph_source, const InputLimits& limits,
+                                const CancellationToken& token,
                                 v1::BuildPipelineGraphResponse* response) {
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
-                            ImportGraph(request.graph(), limits, token));
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
   return BuildPipelineGraphPlan(graph, request, token, response);
 }
 
 absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
-                              const InputLimits& limits, const CancellationToken& token,
+                              const GraphSource& graph_source, const InputLimits& limits,
+                              const CancellationToken& token,
                               v1::PlanDataParallelResponse* response) {
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
-                            ImportGraph(request.graph(), limits, token));
+  // The analysis reads each node's message many times (NodeReader would
+  // parse it each time), so a serialised graph is parsed first; its import
+  // then reports what is wrong with the graph, as for a parsed request.
+  google::protobuf::Arena arena;
+  const v1::Graph* parsed = graph_source.parsed();
+  if (parsed == nullptr) {
+    auto* graph_message = google::protobuf::Arena::CreateMessage<v1::Graph>(&arena);
+    const absl::string_view bytes = graph_source.serialized();
+    if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
+        !graph_message->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      // The import names the node or field that does not parse.
+      return ImportGraph(graph_source, limits, token).status();
+    }
+    parsed = graph_message;
+  }
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(*parsed, limits, token));
   // The planner imports the inventory itself; hold it to the server's
   // limits (--max_devices) first.
   PARTPLAN_RETURN_IF_ERROR(ImportDevices(request.devices(), limits).status());
@@ -134,22 +151,23 @@ absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
   return absl::OkStatus();
 }
 
-absl::Status Plan(const v1::PlanRequest& request, const InputLimits& limits,
-                  const CancellationToken& token, v1::PlanResponse* response) {
+absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
+                  const InputLimits& limits, const CancellationToken& token,
+                  v1::PlanResponse* response) {
   if (request.planner_case() == v1::PlanRequest::kShard) {
-    return RunShardPlanner(request, limits, token, response->mutable_plan());
+    return RunShardPlanner(request, graph, limits, token, response->mutable_plan());
   }
   // The partitioner names its options `config` (PartitionGraphRequest's
   // field); here they are `partitioner`.
-  return WithFieldPrefix(RunPartitioner(request.graph(), request.devices(), request.partitioner(),
-                                        limits, token, response->mutable_plan()),
+  return WithFieldPrefix(RunPartitioner(graph, request.devices(), request.partitioner(), limits,
+                                        token, response->mutable_plan()),
                          "config", "partitioner");
 }
 
-absl::Status Validate(const v1::ValidateRequest& request, const InputLimits& limits,
-                      const CancellationToken& token, v1::ValidateResponse* response) {
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
-                            ImportGraph(request.graph(), limits, token));
+absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph_source,
+                      const InputLimits& limits, const CancellationToken& token,
+                      v1::ValidateResponse* response) {
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(request.devices(), limits));
   response->set_node_count(graph.num_nodes());
   response->set_edge_count(graph.num_edges());

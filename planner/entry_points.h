@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/cancellation.h"
+#include "planner/graph_import.h"
 #include "planner/limits.h"
 
 namespace partplan {
@@ -28,29 +29,59 @@ namespace partplan {
 // server passes gRPC's arena-backed message, so a large plan is built
 // without a heap allocation per node) and returns OK, or returns the error
 // and leaves `*response` unspecified.
+//
+// Each takes the request's graph as a GraphSource (graph_import.h): the
+// server passes the graph's bytes as received (serialized_request.h) and the
+// request's other fields parsed, so that no protobuf tree of a large graph
+// is built; request.graph() is then not read. The overloads without one
+// read request.graph().
 
-absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const InputLimits& limits,
-                            const CancellationToken& token, v1::PartitionGraphResponse* response);
+absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const GraphSource& graph,
+                            const InputLimits& limits, const CancellationToken& token,
+                            v1::PartitionGraphResponse* response);
 
-absl::Status SplitGraph(const v1::SplitGraphRequest& request, const InputLimits& limits,
-                        const CancellationToken& token, v1::SplitGraphResponse* response);
+absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph,
+                        const InputLimits& limits, const CancellationToken& token,
+                        v1::SplitGraphResponse* response);
 
-absl::Status ShardGraph(const v1::ShardGraphRequest& request, const InputLimits& limits,
-                        const CancellationToken& token, v1::ShardGraphResponse* response);
+absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph,
+                        const InputLimits& limits, const CancellationToken& token,
+                        v1::ShardGraphResponse* response);
 
 absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
-                                const InputLimits& limits, const CancellationToken& token,
+                                const GraphSource& graph, const InputLimits& limits,
+                                const CancellationToken& token,
                                 v1::BuildPipelineGraphResponse* response);
 
-absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
+// Reads every node's argument values and shapes many times over, so it
+// parses a serialised graph into messages first.
+absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request, const GraphSource& graph,
                               const InputLimits& limits, const CancellationToken& token,
                               v1::PlanDataParallelResponse* response);
 
-absl::Status Plan(const v1::PlanRequest& request, const InputLimits& limits,
-                  const CancellationToken& token, v1::PlanResponse* response);
+absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
+                  const InputLimits& limits, const CancellationToken& token,
+                  v1::PlanResponse* response);
 
-absl::Status Validate(const v1::ValidateRequest& request, const InputLimits& limits,
-                      const CancellationToken& token, v1::ValidateResponse* response);
+absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph,
+                      const InputLimits& limits, const CancellationToken& token,
+                      v1::ValidateResponse* response);
+
+#define PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(Name, Request, Response)                  \
+  inline absl::Status Name(const v1::Request& request, const InputLimits& limits,    \
+                           const CancellationToken& token, v1::Response* response) { \
+    return Name(request, request.graph(), limits, token, response);                  \
+  }
+PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(PartitionGraph, PartitionGraphRequest, PartitionGraphResponse)
+PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(SplitGraph, SplitGraphRequest, SplitGraphResponse)
+PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(ShardGraph, ShardGraphRequest, ShardGraphResponse)
+PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(BuildPipelineGraph, BuildPipelineGraphRequest,
+                                   BuildPipelineGraphResponse)
+PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(PlanDataParallel, PlanDataParallelRequest,
+                                   PlanDataParallelResponse)
+PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(Plan, PlanRequest, PlanResponse)
+PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(Validate, ValidateRequest, ValidateResponse)
+#undef PARTPLAN_PARSED_GRAPH_ENTRY_POINT_
 
 // The same, returning the response by value (for tests and tools):
 //   absl::StatusOr<v1::ValidateResponse> r = partplan::Validate(request, limits, token);

@@ -12,10 +12,16 @@
 //
 // Node ids are positions in the request's node list, which is a topological
 // order: every input of node v has an id below v.
+//
+// A graph is imported from a parsed v1::Graph or straight from a serialised
+// one (GraphSource in graph_import.h); it keeps the nodes' names itself and
+// reads other node fields through NodeReader, from either.
 #ifndef PARTPLAN_PLANNER_GRAPH_H_
 #define PARTPLAN_PLANNER_GRAPH_H_
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -30,18 +36,28 @@ using NodeId = int32_t;
 
 class CompactGraph {
  public:
-  // The graph keeps a pointer to `source` for names and targets: `source`
-  // must outlive it.
-  explicit CompactGraph(const v1::Graph* source) : source_(source) {}
+  CompactGraph() = default;
 
   int32_t num_nodes() const { return static_cast<int32_t>(op_.size()); }
-  const v1::Graph& source() const { return *source_; }
-  const std::string& name(NodeId v) const { return source_->nodes(v).name(); }
+  // The node's name, kept by the graph (valid as long as it is).
+  absl::string_view name(NodeId v) const {
+    return absl::string_view(name_chars_.data() + name_offsets_[v],
+                             static_cast<size_t>(name_offsets_[v + 1] - name_offsets_[v]));
+  }
   // Appends the names of `ids` to `out`, as plans list nodes. On large graphs
-  // the nodes' messages are long out of cache by then, so their reads are
-  // prefetched ahead.
+  // the names are long out of cache by then, so their reads are prefetched
+  // ahead.
   void AppendNames(absl::Span<const NodeId> ids,
                    google::protobuf::RepeatedPtrField<std::string>* out) const;
+  // The parsed graph this one was imported from, or null when it was
+  // imported from serialised bytes. Planners read nodes through NodeReader,
+  // which works for both; the data-parallel analysis, which reads each
+  // node's message many times over, needs this one.
+  const v1::Graph* parsed() const { return parsed_; }
+  // The graph's module hierarchy (v1::Graph.modules).
+  const google::protobuf::RepeatedPtrField<v1::Module>& modules() const {
+    return header_->modules();
+  }
   v1::Op op(NodeId v) const { return op_[v]; }
   // call_module, call_function or call_method: the nodes partitions are made of.
   bool is_op_node(NodeId v) const {
@@ -56,6 +72,17 @@ class CompactGraph {
   // torch.fx's size_bytes.total_size / output_size.
   int64_t total_bytes(NodeId v) const { return total_bytes_[v]; }
   int64_t output_bytes(NodeId v) const { return output_bytes_[v]; }
+
+  // The node's latency (v1::NodeLatency), as max(compute, memory) seconds,
+  // or -1 when it gives none; and its FLOPs. Latency planners read them for
+  // every node, so the graph keeps them, but only once some node gives one:
+  // most graphs give neither and pay nothing.
+  double latency_seconds(NodeId v) const {
+    return latency_seconds_.empty() ? -1.0 : latency_seconds_[v];
+  }
+  bool has_latencies() const { return !latency_seconds_.empty(); }  // any node's
+  double flops(NodeId v) const { return flops_.empty() ? 0.0 : flops_[v]; }
+  bool has_flops() const { return !flops_.empty(); }  // any node's above 0
 
   // The distinct nodes v reads, args before kwargs, in order of first use
   // (torch.fx's `map_arg(..., input_nodes.setdefault)`).
@@ -87,13 +114,14 @@ class CompactGraph {
 
  private:
   friend class GraphBuilder;
+  friend class NodeReader;
 
   // The nodes' names by id, as NameIndex reads them.
   struct NodeNames {
-    const v1::Graph* graph;
-    const std::string& operator[](NodeId v) const { return graph->nodes(v).name(); }
+    const CompactGraph* graph;
+    absl::string_view operator[](NodeId v) const { return graph->name(v); }
   };
-  NodeNames names() const { return NodeNames{source_}; }
+  NodeNames names() const { return NodeNames{this}; }
 
   static absl::Span<const NodeId> Slice(const std::vector<int64_t>& offsets,
                                         const std::vector<NodeId>& ids, NodeId v) {
@@ -101,10 +129,29 @@ class CompactGraph {
                                static_cast<size_t>(offsets[v + 1] - offsets[v]));
   }
 
-  const v1::Graph* source_;
+  // Where each node's whole message is, for NodeReader: the parsed graph the
+  // graph was imported from, or the bytes of each node in the serialised
+  // graph it was imported from. Either must outlive the graph.
+  const v1::Graph* parsed_ = nullptr;
+  absl::string_view serialized_;
+  struct NodeBytes {
+    uint32_t offset;  // in serialized_, which gRPC bounds to 2 GiB
+    uint32_t size;
+  };
+  std::vector<NodeBytes> node_bytes_;
+  // The graph's name and modules: parsed_ itself, or the fields of the
+  // serialised graph other than its nodes, parsed into `owned_header_`.
+  const v1::Graph* header_ = nullptr;
+  std::shared_ptr<const v1::Graph> owned_header_;
+
+  // The nodes' names, end to end; node v's is [name_offsets_[v], name_offsets_[v + 1]).
+  std::string name_chars_;
+  std::vector<int64_t> name_offsets_{0};
   std::vector<v1::Op> op_;
   std::vector<int64_t> total_bytes_;
   std::vector<int64_t> output_bytes_;
+  std::vector<double> latency_seconds_;  // empty, or one per node
+  std::vector<double> flops_;            // empty, or one per node
   std::vector<int64_t> input_offsets_;  // num_nodes + 1 entries
   std::vector<NodeId> input_ids_;
   std::vector<int64_t> user_offsets_;   // num_nodes + 1 entries
@@ -112,6 +159,31 @@ class CompactGraph {
   NameIndex name_index_;
   int32_t num_op_nodes_ = 0;
   int64_t graph_total_bytes_ = 0;
+};
+
+// The whole v1::Node message of a graph's nodes, for the fields CompactGraph
+// does not keep (targets, latencies, argument values, shapes):
+//
+//   NodeReader reader(graph);
+//   for (NodeId v : ...) Use(reader.Read(v).target());
+//
+// On a graph imported from serialised bytes, Read parses the node again (the
+// import parsed the same bytes, so it cannot fail), into a message the reader
+// reuses: what it returns is valid until the next Read. Parsing costs about
+// as much as a cache miss on a parsed tree's node, so planners read nodes
+// this way only where they need more than CompactGraph has.
+class NodeReader {
+ public:
+  explicit NodeReader(const CompactGraph& graph) : graph_(graph) {}
+  NodeReader(const NodeReader&) = delete;
+  NodeReader& operator=(const NodeReader&) = delete;
+
+  const v1::Node& Read(NodeId v);
+
+ private:
+  const CompactGraph& graph_;
+  v1::Node node_;
+  NodeId read_ = -1;  // the node in node_
 };
 
 }  // namespace partplan

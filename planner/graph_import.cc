@@ -1,6 +1,9 @@
 #include "planner/graph_import.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -8,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "planner/serialized_request.h"
 #include "planner/status_util.h"
 
 namespace partplan {
@@ -79,12 +83,12 @@ void PrefetchMessage(const Message& message) {
 // them and records their inputs; a second pass inverts inputs into users.
 class GraphBuilder {
  public:
-  GraphBuilder(const v1::Graph& graph, const InputLimits& limits,
-               const CancellationToken& token, absl::string_view field)
-      : graph_(graph), limits_(limits), token_(token), field_(field), result_(&graph) {}
+  GraphBuilder(const GraphSource& source, const InputLimits& limits, const CancellationToken& token,
+               absl::string_view field)
+      : source_(source), limits_(limits), token_(token), field_(field) {}
 
   absl::StatusOr<CompactGraph> Build() {
-    const int64_t n = graph_.nodes_size();
+    PARTPLAN_ASSIGN_OR_RETURN(const int64_t n, LocateNodes());
     if (n == 0) return InvalidFieldError(NodesField(), "the graph has no nodes");
     if (n > limits_.max_nodes) {
       return InvalidFieldError(
@@ -99,26 +103,24 @@ class GraphBuilder {
     // Most graphs read one to two nodes per node: room for 1.5 spares most
     // of the copies of growing a large array.
     result_.input_ids_.reserve(n + n / 2);
+    result_.name_offsets_.reserve(n + 1);
     result_.name_index_.Reserve(n);
     first_use_stamp_.assign(n, -1);
+    num_nodes_ = n;
 
     // Each name is hashed NameIndex::kLookahead nodes before it is inserted,
     // with its slot prefetched: on large graphs nearly every insert would be
-    // a cache miss otherwise. A parsed request is read once, so every node is
-    // a cache miss at first touch too: the hash of a name reads the node
-    // message (prefetched two lookaheads earlier) and then its characters
-    // (prefetched one lookahead earlier).
-    constexpr int kAhead = NameIndex::kLookahead;
-    HashAhead hashes(result_.name_index_, n, [this](int64_t v) -> const std::string& {
-      const int64_t size = graph_.nodes_size();
-      if (v + 2 * kAhead < size) PrefetchMessage(graph_.nodes(static_cast<int>(v + 2 * kAhead)));
-      if (v + kAhead < size) {
-        __builtin_prefetch(graph_.nodes(static_cast<int>(v + kAhead)).name().data());
-      }
-      return graph_.nodes(static_cast<int>(v)).name();
-    });
+    // a cache miss otherwise. So nodes are loaded (LoadNode) that far ahead
+    // of the one being added.
+    HashAhead hashes(result_.name_index_, n, [this](int64_t v) { return LoadNode(v); });
     for (NodeId v = 0; v < n; ++v) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(v));
+      if (v == unparsed_node_) {
+        return InvalidFieldError(
+            NodePath{field_, v}.Str(),
+            "the node's bytes do not parse as partplan.v1.Node (truncated or corrupt, or a "
+            "string that is not UTF-8)");
+      }
       PARTPLAN_RETURN_IF_ERROR(AddNode(v, hashes.Next(v)));
     }
     if (output_node_ < 0) {
@@ -131,9 +133,85 @@ class GraphBuilder {
  private:
   std::string NodesField() const { return absl::StrCat(field_, ".nodes"); }
 
+  // Finds the nodes: in a parsed graph, its node list; in a serialised one,
+  // each node's bytes, by a scan of the graph's fields that reads no node.
+  // The fields other than nodes (name, modules) are parsed as the graph's
+  // header. Returns the number of nodes (of which at most --max_nodes are
+  // located).
+  absl::StatusOr<int64_t> LocateNodes() {
+    if (const v1::Graph* parsed = source_.parsed(); parsed != nullptr) {
+      result_.parsed_ = parsed;
+      result_.header_ = parsed;
+      return parsed->nodes_size();
+    }
+    const absl::string_view bytes = source_.serialized();
+    const auto unparsable = [&] {
+      return InvalidFieldError(field_,
+                               "the graph's bytes do not parse as partplan.v1.Graph "
+                               "(truncated or corrupt, or a string that is not UTF-8)");
+    };
+    std::string header;
+    int64_t count = 0;
+    const bool split = SplitField(
+        bytes, v1::Graph::kNodesFieldNumber,
+        [&](absl::string_view node) {
+          // Beyond the limit, only counted, for the error.
+          if (count++ < limits_.max_nodes) {
+            result_.node_bytes_.push_back({static_cast<uint32_t>(node.data() - bytes.data()),
+                                           static_cast<uint32_t>(node.size())});
+          }
+          return true;
+        },
+        &header);
+    if (!split) return unparsable();
+    auto owned_header = std::make_shared<v1::Graph>();
+    if (!owned_header->ParseFromString(header)) return unparsable();
+    result_.serialized_ = bytes;
+    result_.header_ = owned_header.get();
+    result_.owned_header_ = std::move(owned_header);
+    return count;
+  }
+
+  // Loads node v (called once per node, in order, NameIndex::kLookahead
+  // nodes ahead of AddNode): parses its bytes into a slot of `loaded_`, or
+  // prefetches its parsed message. Keeps its name; returns it.
+  absl::string_view LoadNode(int64_t v) {
+    absl::string_view name;
+    if (const v1::Graph* parsed = result_.parsed_; parsed != nullptr) {
+      // A parsed request is read once, so every node is a cache miss at
+      // first touch: the message is prefetched a lookahead before its name's
+      // characters, and those a lookahead before they are hashed.
+      constexpr int kAhead = NameIndex::kLookahead;
+      if (v + 2 * kAhead < num_nodes_)
+        PrefetchMessage(parsed->nodes(static_cast<int>(v + 2 * kAhead)));
+      if (v + kAhead < num_nodes_) {
+        __builtin_prefetch(parsed->nodes(static_cast<int>(v + kAhead)).name().data());
+      }
+      name = parsed->nodes(static_cast<int>(v)).name();
+    } else {
+      v1::Node& node = loaded_[v % kLoadedSlots];
+      const CompactGraph::NodeBytes& bytes = result_.node_bytes_[v];
+      if (node.ParseFromArray(result_.serialized_.data() + bytes.offset,
+                              static_cast<int>(bytes.size))) {
+        name = node.name();
+      } else if (unparsed_node_ < 0) {
+        unparsed_node_ = static_cast<NodeId>(v);
+      }
+    }
+    result_.name_chars_.append(name.data(), name.size());
+    result_.name_offsets_.push_back(static_cast<int64_t>(result_.name_chars_.size()));
+    return name;
+  }
+
+  // Node v, loaded.
+  const v1::Node& LoadedNode(NodeId v) const {
+    if (result_.parsed_ != nullptr) return result_.parsed_->nodes(v);
+    return loaded_[v % kLoadedSlots];
+  }
+
   // `name_hash` is NameIndex::Hash of the node's name.
   absl::Status AddNode(NodeId v, uint64_t name_hash) {
-    const v1::Node& node = graph_.nodes(v);
+    const v1::Node& node = LoadedNode(v);
     const NodePath at{field_, v};
     if (node.name().empty()) {
       return InvalidFieldError(at.Str(".name"), "the node has no name");
@@ -152,8 +230,7 @@ class GraphBuilder {
     if (output_node_ >= 0) {
       return InvalidFieldError(
           at.Str(), absl::StrCat("node '", node.name(), "' follows the OUTPUT node '",
-                           graph_.nodes(output_node_).name(),
-                           "'; OUTPUT must be the last node"));
+                                 result_.name(output_node_), "'; OUTPUT must be the last node"));
     }
     if (node.op() == v1::OUTPUT) output_node_ = v;
     if (node.op() == v1::CALL_MODULE || node.op() == v1::CALL_FUNCTION ||
@@ -283,8 +360,9 @@ class GraphBuilder {
   // Tells a forward reference from a dangling one; runs only on the error
   // path, so its scan costs nothing on valid graphs.
   absl::Status UnresolvedReference(NodeId v, const std::string& name, const std::string& at) {
-    for (NodeId w = v + 1; w < graph_.nodes_size(); ++w) {
-      if (graph_.nodes(w).name() == name) {
+    NodeReader later(result_);
+    for (NodeId w = v + 1; w < num_nodes_; ++w) {
+      if (later.Read(w).name() == name) {
         return InvalidFieldError(
             at, absl::StrCat("refers to node '", name, "' defined later (nodes[", w,
                              "]); nodes must be in topological order"));
@@ -363,14 +441,30 @@ class GraphBuilder {
       const int64_t counted = result_.is_input_node(u) ? result_.total_bytes_[u]
                                                        : result_.output_bytes_[u];
       if (AddOverflows(counted_bytes_, counted, &counted_bytes_)) {
-        return InvalidFieldError(
-            at.Str(), absl::StrCat("node '", node.name(), "' reads '", graph_.nodes(u).name(),
-                                   "': ", kCountedBytesOverflow));
+        return InvalidFieldError(at.Str(),
+                                 absl::StrCat("node '", node.name(), "' reads '", result_.name(u),
+                                              "': ", kCountedBytesOverflow));
       }
     }
     result_.total_bytes_.push_back(total);
     result_.output_bytes_.push_back(output);
+    KeepSparse(v,
+               node.has_latency() ? std::max(node.latency().compute_latency_seconds(),
+                                             node.latency().memory_latency_seconds())
+                                  : -1.0,
+               -1.0, &result_.latency_seconds_);
+    KeepSparse(v, node.flops(), 0.0, &result_.flops_);
     return absl::OkStatus();
+  }
+
+  // Appends node v's `value` to `values`, which stays empty until a node's
+  // value is not `absent` (and is then filled with `absent` up to v).
+  static void KeepSparse(NodeId v, double value, double absent, std::vector<double>* values) {
+    if (values->empty()) {
+      if (value == absent) return;
+      values->assign(v, absent);
+    }
+    values->push_back(value);
   }
 
   // torch.fx's get_size_of_node: output elements x element size, plus for
@@ -429,11 +523,18 @@ class GraphBuilder {
     }
   }
 
-  const v1::Graph& graph_;
+  // Node messages parsed from a serialised graph: node v in slot v % the
+  // slot count, loaded NameIndex::kLookahead nodes before it is added.
+  static constexpr int kLoadedSlots = NameIndex::kLookahead + 1;
+
+  const GraphSource& source_;
   const InputLimits& limits_;
   const CancellationToken& token_;
   const std::string field_;
   CompactGraph result_;
+  int64_t num_nodes_ = 0;
+  v1::Node loaded_[kLoadedSlots];
+  NodeId unparsed_node_ = -1;            // the first node whose bytes did not parse
   std::vector<NodeId> first_use_stamp_;  // last node that referenced u
   NodeId output_node_ = -1;
   int64_t total_values_ = 0;
@@ -444,23 +545,37 @@ class GraphBuilder {
       "each input's size once per node reading it)";
 };
 
-absl::StatusOr<CompactGraph> ImportGraph(const v1::Graph& graph, const InputLimits& limits,
-                                         const CancellationToken& token,
-                                         absl::string_view field) {
+absl::StatusOr<CompactGraph> ImportGraph(const GraphSource& graph, const InputLimits& limits,
+                                         const CancellationToken& token, absl::string_view field) {
   return GraphBuilder(graph, limits, token, field).Build();
 }
 
 void CompactGraph::AppendNames(absl::Span<const NodeId> ids,
                                google::protobuf::RepeatedPtrField<std::string>* out) const {
-  // Two stages, as in GraphBuilder::Build: a node's message kAhead names
-  // ahead, its name's characters half as far.
+  // Two stages: a name's offsets kAhead names ahead, its characters half as
+  // far.
   constexpr size_t kAhead = NameIndex::kLookahead;
   out->Reserve(out->size() + static_cast<int>(ids.size()));
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (i + kAhead < ids.size()) __builtin_prefetch(&source_->nodes(ids[i + kAhead]));
+    if (i + kAhead < ids.size()) __builtin_prefetch(&name_offsets_[ids[i + kAhead]]);
     if (i + kAhead / 2 < ids.size()) __builtin_prefetch(name(ids[i + kAhead / 2]).data());
-    out->Add()->assign(name(ids[i]));
+    const absl::string_view node_name = name(ids[i]);
+    out->Add()->assign(node_name.data(), node_name.size());
   }
+}
+
+const v1::Node& NodeReader::Read(NodeId v) {
+  if (graph_.parsed_ != nullptr) return graph_.parsed_->nodes(v);
+  if (v != read_) {
+    const CompactGraph::NodeBytes& bytes = graph_.node_bytes_[v];
+    // The import parsed these same bytes, so this does not fail.
+    if (!node_.ParseFromArray(graph_.serialized_.data() + bytes.offset,
+                              static_cast<int>(bytes.size))) {
+      node_.Clear();
+    }
+    read_ = v;
+  }
+  return node_;
 }
 
 }  // namespace partplan

@@ -19,15 +19,11 @@ uint64_t PairKey(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 3
 // FLOP/s): INVALID_ARGUMENT naming the device's figure then.
 absl::StatusOr<double> NodeSeconds(const CompactGraph& graph, const DeviceList& devices, NodeId v,
                                    int device) {
-  const v1::Node& node = graph.source().nodes(v);
-  if (node.has_latency()) {
-    return std::max(node.latency().compute_latency_seconds(),
-                    node.latency().memory_latency_seconds());
-  }
+  if (const double seconds = graph.latency_seconds(v); seconds >= 0) return seconds;
   if (device < 0) return 0.0;
   double compute = 0;
   const double flops_per_second = devices.compute_flops_per_second(device);
-  if (flops_per_second > 0) compute = node.flops() / flops_per_second;
+  if (flops_per_second > 0) compute = graph.flops(v) / flops_per_second;
   double memory = 0;
   const double bandwidth = devices.memory_bandwidth_bytes_per_second(device);
   if (bandwidth > 0) {

@@ -181,8 +181,8 @@ absl::StatusOr<ModuleSplit> SplitModule(const CompactGraph& graph,
   absl::flat_hash_map<NodeId, std::string> value_name;
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     if (graph.is_input_node(v)) {
-      names.Reserve(graph.name(v));
-      value_name[v] = graph.name(v);
+      value_name[v] = std::string(graph.name(v));
+      names.Reserve(value_name[v]);
     }
   }
   // Users, in the top-level graph, of each single-output submodule call.
@@ -216,7 +216,8 @@ absl::StatusOr<ModuleSplit> SplitModule(const CompactGraph& graph,
       part.result_names.push_back(part.submodule_name);
     }
   }
-  for (const v1::Value& value : graph.source().nodes(graph.output_node()).args()) {
+  NodeReader nodes(graph);
+  for (const v1::Value& value : nodes.Read(graph.output_node()).args()) {
     if (value.kind_case() == v1::Value::kNode) {
       split.output_values.push_back(value_name[graph.Find(value.node())]);
     }

@@ -66,7 +66,8 @@ void ToProto(const CompactGraph& graph, const DeviceList& devices, const Partiti
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     if (set.partition_of[v] < 0) continue;
     v1::NodePartition* assignment = plan.add_assignments();
-    assignment->set_node(graph.name(v));
+    const absl::string_view name = graph.name(v);
+    assignment->set_node(name.data(), name.size());
     assignment->set_partition(set.partition_of[v]);
   }
   // Split-module inputs and outputs, by partition id.

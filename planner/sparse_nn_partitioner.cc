@@ -27,7 +27,7 @@ namespace {
 // quadratic in the number of atoms, in time and memory.
 class EmbeddingModules {
  public:
-  explicit EmbeddingModules(const v1::Graph& graph) {
+  explicit EmbeddingModules(const CompactGraph& graph) {
     for (const v1::Module& module : graph.modules()) {
       if (!absl::StrContains(module.module_type(), "Embedding")) continue;
       const absl::string_view first = FirstAtom(module.qualified_name());
@@ -198,7 +198,8 @@ absl::StatusOr<PartitionSet> SparseNnPartition(const CompactGraph& graph,
                                                const DeviceList& devices,
                                                const CancellationToken& token) {
   const int64_t device_memory = devices[0].available_memory_bytes;
-  const EmbeddingModules embeddings(graph.source());
+  const EmbeddingModules embeddings(graph);
+  NodeReader nodes(graph);
 
   // The cuts.
   PartitionBuilder builder(graph);
@@ -211,7 +212,7 @@ absl::StatusOr<PartitionSet> SparseNnPartition(const CompactGraph& graph,
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(v));
     if (!graph.is_op_node(v)) continue;
-    if (embeddings.IsEmbedding(graph.source().nodes(v)) != in_embedding_region) {
+    if (embeddings.IsEmbedding(nodes.Read(v)) != in_embedding_region) {
       // An empty partition is kept and joins the region being entered.
       if (builder.partition(current).memory_bytes != 0) {
         close_current();
@@ -225,10 +226,10 @@ absl::StatusOr<PartitionSet> SparseNnPartition(const CompactGraph& graph,
       current = builder.NewPartition();
       const int64_t need = builder.ExtraBytes(v, current);
       if (need > device_memory) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "node '", graph.name(v), "' (target ", graph.source().nodes(v).target(),
-            ") is too large to fit into a device: it needs ", need,
-            " bytes with its inputs and devices have ", device_memory));
+        return absl::FailedPreconditionError(
+            absl::StrCat("node '", graph.name(v), "' (target ", nodes.Read(v).target(),
+                         ") is too large to fit into a device: it needs ", need,
+                         " bytes with its inputs and devices have ", device_memory));
       }
     }
     builder.AddNode(v, current);

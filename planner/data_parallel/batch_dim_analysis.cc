@@ -176,7 +176,8 @@ class BatchDimAnalyzer {
     bool has_batch() const { return !sharded.empty() || !local_scalars.empty(); }
   };
 
-  const v1::Node& proto(NodeId v) const { return graph_.source().nodes(v); }
+  // The graph is imported from a parsed one (PlanDataParallelPlan checks).
+  const v1::Node& proto(NodeId v) const { return graph_.parsed()->nodes(v); }
   const ValueLayout& layout(NodeId u) const { return result_.layout(u); }
   absl::Span<const int64_t> shape(NodeId u) const { return result_.shape(u); }
   bool is_tensor(NodeId u) const { return layout(u).layout != Layout::kNotTensor; }
@@ -1220,6 +1221,11 @@ absl::StatusOr<BatchDimAnalysis> AnalyzeBatchDims(const CompactGraph& graph,
                                                   const CancellationToken& token) {
   if (options.roles.size() != static_cast<size_t>(graph.num_nodes())) {
     return absl::InvalidArgumentError("BatchDimOptions::CheckAndSetup was not called");
+  }
+  if (graph.parsed() == nullptr) {
+    return absl::InternalError(
+        "AnalyzeBatchDims needs a graph imported from a parsed v1::Graph "
+        "(the PlanDataParallel entry point parses a serialised one)");
   }
   return BatchDimAnalyzer(graph, options, token).Run();
 }

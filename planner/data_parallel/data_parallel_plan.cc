@@ -134,7 +134,7 @@ class PlanBuilder {
 
   void AddNodeSharding(NodeId v, v1::PlanDataParallelResponse* response) const {
     v1::NodeSharding* sharding = response->add_nodes();
-    sharding->set_node(graph_.name(v));
+    sharding->set_node(std::string(graph_.name(v)));
     sharding->set_batch_dim(BatchDimOf(layout(v)));
     if (places_[v].kind != v1::Placement::KIND_UNSPECIFIED) {
       places_[v].ToProto(sharding->mutable_placement());
@@ -203,8 +203,8 @@ class PlanBuilder {
     const Collective collective =
         CollectiveFor(places_[u], to, analysis_.value_bytes(u), options_.group_size);
     v1::Redistribution* redistribution = response->add_redistributions();
-    redistribution->set_value(graph_.name(u));
-    redistribution->set_consumer(graph_.name(v));
+    redistribution->set_value(std::string(graph_.name(u)));
+    redistribution->set_consumer(std::string(graph_.name(v)));
     places_[u].ToProto(redistribution->mutable_from_placement());
     to.ToProto(redistribution->mutable_to_placement());
     redistribution->set_collective(collective.name);

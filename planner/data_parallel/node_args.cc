@@ -30,7 +30,7 @@ uint32_t ContainerSize(const v1::Value& value) {
 }  // namespace
 
 NodeArgs::NodeArgs(const CompactGraph& graph, NodeId v)
-    : graph_(graph), node_(graph.source().nodes(v)), v_(v) {
+    : graph_(graph), node_(graph.parsed()->nodes(v)), v_(v) {
   // The importer validated the encoding, so every span is complete.
   for (int i = 0; i < node_.args_size(); i += ValueSpan(node_.args(), i)) {
     positional_starts_.push_back(i);

@@ -56,14 +56,14 @@ absl::Status WrongShardCount(const CompactGraph& graph, const ParameterCharges& 
     absl::StrAppend(&message, "the nodes are charged ", charged,
                     " parameters in all, more than the model's ", charges.model_total,
                     " (graph.modules root), so more shards pass the target of ", result.target);
-    absl::flat_hash_map<absl::string_view, NodeId> first_call;
+    absl::flat_hash_map<std::string, NodeId> first_call;  // by target
+    NodeReader nodes(graph);
     for (NodeId v = 0; v < graph.num_nodes(); ++v) {
       if (graph.op(v) != v1::CALL_MODULE) continue;
-      const std::string& target = graph.source().nodes(v).target();
-      auto [it, inserted] = first_call.try_emplace(target, v);
+      auto [it, inserted] = first_call.try_emplace(nodes.Read(v).target(), v);
       if (!inserted) {
         absl::StrAppend(&message, ": a module called by several nodes is charged at every call, ",
-                        "e.g. '", target, "' by ", NodeLabel(graph, it->second), " and ",
+                        "e.g. '", it->first, "' by ", NodeLabel(graph, it->second), " and ",
                         NodeLabel(graph, v));
         break;
       }
@@ -84,16 +84,16 @@ absl::Status AutoShardOptions::CheckAndSetup() const {
 }
 
 absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& graph) {
-  const v1::Graph& source = graph.source();
-  if (source.modules_size() == 0) {
+  const google::protobuf::RepeatedPtrField<v1::Module>& modules = graph.modules();
+  if (modules.empty()) {
     return InvalidFieldError(
         "graph.modules",
         "FAIRSCALE charges every call_module node its module's parameters and needs the "
         "module hierarchy (named_modules()), but the graph lists no modules");
   }
   absl::flat_hash_map<absl::string_view, int> index_of;
-  for (int i = 0; i < source.modules_size(); ++i) {
-    const v1::Module& module = source.modules(i);
+  for (int i = 0; i < modules.size(); ++i) {
+    const v1::Module& module = modules.Get(i);
     const std::string at = absl::StrCat("graph.modules[", i, "]");
     if (auto [it, inserted] = index_of.try_emplace(module.qualified_name(), i); !inserted) {
       return InvalidFieldError(
@@ -112,18 +112,19 @@ absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& grap
                              "model's total, which sets the per-shard target");
   }
   ParameterCharges charges;
-  charges.model_total = source.modules(root->second).parameter_count();
+  charges.model_total = modules.Get(root->second).parameter_count();
   charges.of_node.assign(graph.num_nodes(), 0);
   int64_t charged = 0;
+  NodeReader nodes(graph);
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     if (graph.op(v) != v1::CALL_MODULE) continue;
-    const std::string& target = source.nodes(v).target();
+    const std::string& target = nodes.Read(v).target();
     auto it = index_of.find(target);
     if (it == index_of.end()) {
       return InvalidFieldError(absl::StrCat("graph.nodes[", v, "].target"),
                                absl::StrCat("module '", target, "' is not in graph.modules"));
     }
-    charges.of_node[v] = source.modules(it->second).parameter_count();
+    charges.of_node[v] = modules.Get(it->second).parameter_count();
     if (__builtin_add_overflow(charged, charges.of_node[v], &charged)) {
       return InvalidFieldError(absl::StrCat("graph.nodes[", v, "].target"),
                                "the parameters charged to the nodes overflow 64 bits");

@@ -44,7 +44,7 @@ class PipelineGraphBuilder {
     int32_t placeholders = 0;
     for (NodeId v = 0; v < graph_.num_nodes(); ++v) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(v));
-      const v1::Node& node = graph_.source().nodes(v);
+      const v1::Node& node = nodes_.Read(v);
       const std::string at = absl::StrCat("graph.nodes[", v, "]");
       switch (node.op()) {
         case v1::PLACEHOLDER:
@@ -136,7 +136,7 @@ class PipelineGraphBuilder {
     worker->second.used = true;
     const int32_t module = response_.modules_size();
     v1::PipelineModule* entry = response_.add_modules();
-    entry->set_node(graph_.name(v));
+    entry->set_node(std::string(graph_.name(v)));
     entry->set_target(node.target());
     entry->set_worker(request_.workers(worker->second.index).worker());
     for (int k = 0; k < node.args_size(); ++k) {
@@ -216,6 +216,7 @@ class PipelineGraphBuilder {
   }
 
   const CompactGraph& graph_;
+  NodeReader nodes_{graph_};
   const v1::BuildPipelineGraphRequest& request_;
   const CancellationToken& token_;
   v1::BuildPipelineGraphResponse& response_;

@@ -35,9 +35,10 @@ std::vector<int32_t> ItemCuts(const StageModel& model, const std::vector<NodeId>
 // The sum of the nodes' parameter_count in each shard.
 std::vector<int64_t> NodeParameters(const StageModel& model, absl::Span<const int32_t> cuts) {
   std::vector<int64_t> parameters(cuts.size() - 1, 0);
+  NodeReader nodes(model.graph());
   for (size_t s = 0; s + 1 < cuts.size(); ++s) {
     for (int32_t i = cuts[s]; i < cuts[s + 1]; ++i) {
-      parameters[s] += model.graph().source().nodes(model.item(i)).parameter_count();
+      parameters[s] += nodes.Read(model.item(i)).parameter_count();
     }
   }
   return parameters;
@@ -65,21 +66,21 @@ absl::Status DescribeShards(const StageModel& model, absl::Span<const int32_t> c
     for (int32_t i = begin; i < end; ++i) {
       PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++iterations));
       const NodeId v = model.item(i);
-      shard->add_nodes(graph.name(v));
+      shard->add_nodes(std::string(graph.name(v)));
       if (graph.is_op_node(v)) {
         v1::NodePartition* assignment = response->add_assignments();
-        assignment->set_node(graph.name(v));
+        assignment->set_node(std::string(graph.name(v)));
         assignment->set_partition(s);
       }
       for (NodeId u : graph.inputs(v)) {
         if (model.position(u) < begin && read_by[u] != s) {
           read_by[u] = s;
-          shard->add_inputs(graph.name(u));
+          shard->add_inputs(std::string(graph.name(u)));
         }
       }
       for (NodeId w : graph.users(v)) {
         if (w == graph.output_node() || model.position(w) >= end) {
-          shard->add_outputs(graph.name(v));
+          shard->add_outputs(std::string(graph.name(v)));
           break;
         }
       }

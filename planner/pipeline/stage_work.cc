@@ -9,25 +9,19 @@
 namespace partplan {
 namespace {
 
-WorkKind KindOf(const v1::Graph& graph) {
-  bool has_flops = false;
-  for (const v1::Node& node : graph.nodes()) {
-    if (node.has_latency()) return WorkKind::kLatency;
-    has_flops = has_flops || node.flops() > 0;
-  }
-  return has_flops ? WorkKind::kFlops : WorkKind::kParameters;
+WorkKind KindOf(const CompactGraph& graph) {
+  if (graph.has_latencies()) return WorkKind::kLatency;
+  return graph.has_flops() ? WorkKind::kFlops : WorkKind::kParameters;
 }
 
-double WorkOf(const v1::Node& node, WorkKind kind) {
+double WorkOf(const CompactGraph& graph, NodeReader& nodes, NodeId v, WorkKind kind) {
   switch (kind) {
     case WorkKind::kLatency:
-      return node.has_latency() ? std::max(node.latency().compute_latency_seconds(),
-                                           node.latency().memory_latency_seconds())
-                                : 0.0;
+      return std::max(graph.latency_seconds(v), 0.0);
     case WorkKind::kFlops:
-      return node.flops();
+      return graph.flops(v);
     case WorkKind::kParameters:
-      return static_cast<double>(node.parameter_count());
+      return static_cast<double>(nodes.Read(v).parameter_count());
   }
   return 0;
 }
@@ -47,13 +41,14 @@ absl::string_view WorkKindName(WorkKind kind) {
 }
 
 absl::StatusOr<StageWork> ChooseStageWork(const StageModel& model, const DeviceList& devices) {
-  const v1::Graph& graph = model.graph().source();
+  const CompactGraph& graph = model.graph();
   StageWork work;
   work.kind = KindOf(graph);
   work.of_item.reserve(model.num_items());
+  NodeReader nodes(graph);
   double sum = 0;
   for (int32_t i = 0; i < model.num_items(); ++i) {
-    work.of_item.push_back(WorkOf(graph.nodes(model.item(i)), work.kind));
+    work.of_item.push_back(WorkOf(graph, nodes, model.item(i), work.kind));
     sum += work.of_item.back();
   }
   if (!std::isfinite(sum)) {

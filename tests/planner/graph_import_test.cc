@@ -17,6 +17,50 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// Expects two imports of one graph to be the same graph.
+void ExpectSameGraph(const CompactGraph& a, const CompactGraph& b) {
+  ASSERT_EQ(a.num_nodes(), b.num_nodes());
+  EXPECT_EQ(a.num_edges(), b.num_edges());
+  EXPECT_EQ(a.num_op_nodes(), b.num_op_nodes());
+  EXPECT_EQ(a.graph_total_bytes(), b.graph_total_bytes());
+  EXPECT_EQ(a.has_latencies(), b.has_latencies());
+  EXPECT_EQ(a.has_flops(), b.has_flops());
+  EXPECT_EQ(a.modules().size(), b.modules().size());
+  NodeReader a_nodes(a);
+  NodeReader b_nodes(b);
+  for (NodeId v = 0; v < a.num_nodes(); ++v) {
+    EXPECT_EQ(a.name(v), b.name(v));
+    EXPECT_EQ(a.Find(a.name(v)), v);
+    EXPECT_EQ(b.Find(b.name(v)), v);
+    EXPECT_EQ(a.op(v), b.op(v));
+    EXPECT_EQ(a.total_bytes(v), b.total_bytes(v));
+    EXPECT_EQ(a.output_bytes(v), b.output_bytes(v));
+    EXPECT_EQ(a.latency_seconds(v), b.latency_seconds(v));
+    EXPECT_EQ(a.flops(v), b.flops(v));
+    EXPECT_THAT(a.inputs(v), ::testing::ElementsAreArray(b.inputs(v)));
+    EXPECT_THAT(a.users(v), ::testing::ElementsAreArray(b.users(v)));
+    EXPECT_EQ(a_nodes.Read(v).SerializeAsString(), b_nodes.Read(v).SerializeAsString());
+  }
+}
+
+// Imports `proto` from the message and from its serialised bytes, as the
+// server does, and expects the same error or the same graph both ways.
+// Returns the import of the message.
+absl::StatusOr<CompactGraph> ImportBothWays(const v1::Graph& proto, const InputLimits& limits,
+                                            const CancellationToken& token) {
+  absl::StatusOr<CompactGraph> parsed = ImportGraph(proto, limits, token);
+  const std::string bytes = proto.SerializeAsString();
+  const absl::StatusOr<CompactGraph> serialized =
+      ImportGraph(GraphSource::Serialized(bytes), limits, token);
+  EXPECT_EQ(parsed.status(), serialized.status());
+  if (parsed.ok() && serialized.ok()) {
+    EXPECT_EQ(parsed->parsed(), &proto);
+    EXPECT_EQ(serialized->parsed(), nullptr);
+    ExpectSameGraph(*parsed, *serialized);
+  }
+  return parsed;
+}
+
 v1::Graph Diamond() {
   return TestGraph()
       .Placeholder("x", 10)
@@ -30,7 +74,7 @@ v1::Graph Diamond() {
 TEST(ImportGraphTest, BuildsAdjacencyInGraphOrder) {
   const v1::Graph proto = Diamond();
   CancellationToken token;
-  absl::StatusOr<CompactGraph> graph = ImportGraph(proto, InputLimits(), token);
+  absl::StatusOr<CompactGraph> graph = ImportBothWays(proto, InputLimits(), token);
   ASSERT_TRUE(graph.ok()) << graph.status();
   EXPECT_EQ(graph->num_nodes(), 5);
   EXPECT_EQ(graph->num_op_nodes(), 3);
@@ -65,7 +109,7 @@ TEST(ImportGraphTest, InputsAreDistinctInFirstUseOrderThroughListsAndKwargs) {
   output->set_op(v1::OUTPUT);
   output->add_args()->set_node("cat");
   CancellationToken token;
-  absl::StatusOr<CompactGraph> graph = ImportGraph(proto, InputLimits(), token);
+  absl::StatusOr<CompactGraph> graph = ImportBothWays(proto, InputLimits(), token);
   ASSERT_TRUE(graph.ok()) << graph.status();
   EXPECT_THAT(graph->inputs(2), ElementsAre(1, 0));
 }
@@ -93,7 +137,7 @@ TEST(ImportGraphTest, DerivesSizesFromShapesLikeTorchFx) {
   output->set_op(v1::OUTPUT);
   output->add_args()->set_node("fc");
   CancellationToken token;
-  absl::StatusOr<CompactGraph> graph = ImportGraph(proto, InputLimits(), token);
+  absl::StatusOr<CompactGraph> graph = ImportBothWays(proto, InputLimits(), token);
   ASSERT_TRUE(graph.ok()) << graph.status();
   EXPECT_EQ(graph->output_bytes(0), 4 * 16 * 4);
   EXPECT_EQ(graph->total_bytes(0), 4 * 16 * 4);
@@ -106,7 +150,7 @@ TEST(ImportGraphTest, StopsWhenCancelled) {
   const v1::Graph proto = Diamond();
   CancellationToken token;
   token.Cancel();
-  EXPECT_EQ(ImportGraph(proto, InputLimits(), token).status().code(),
+  EXPECT_EQ(ImportBothWays(proto, InputLimits(), token).status().code(),
             absl::StatusCode::kCancelled);
 }
 
@@ -123,11 +167,11 @@ TEST(ImportGraphTest, ManyKeywordArgumentsAreCheckedInLinearTime) {
   }
   CancellationToken token;
   const absl::Time start = absl::Now();
-  ASSERT_TRUE(ImportGraph(proto, InputLimits(), token).ok());
+  ASSERT_TRUE(ImportBothWays(proto, InputLimits(), token).ok());
   v1::KeywordArgument* again = c->add_kwargs();
   again->set_name("k7");
   again->add_value()->set_int_(7);
-  const absl::Status status = ImportGraph(proto, InputLimits(), token).status();
+  const absl::Status status = ImportBothWays(proto, InputLimits(), token).status();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(InvalidFieldPath(status), "graph.nodes[3].kwargs[200000].name") << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr("duplicate keyword argument 'k7'"));
@@ -147,7 +191,7 @@ TEST(ImportGraphTest, SizesAsPartitionsCountThemMustFit64Bits) {
                              .Output({"a", "b"})
                              .Build();
   CancellationToken token;
-  EXPECT_TRUE(ImportGraph(fits, InputLimits(), token).ok());
+  EXPECT_TRUE(ImportBothWays(fits, InputLimits(), token).ok());
 
   const v1::Graph overflows = TestGraph()
                                   .Placeholder("x", 1)
@@ -157,7 +201,7 @@ TEST(ImportGraphTest, SizesAsPartitionsCountThemMustFit64Bits) {
                                   .Op("d", {"a"}, 1, 1)
                                   .Output({"b", "c", "d"})
                                   .Build();
-  const absl::Status status = ImportGraph(overflows, InputLimits(), token).status();
+  const absl::Status status = ImportBothWays(overflows, InputLimits(), token).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(InvalidFieldPath(status), "graph.nodes[2]") << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr("node 'b' reads 'a'"));
@@ -180,7 +224,7 @@ TEST_P(BadGraphTest, IsInvalidArgumentNamingTheField) {
   limits.max_nodes = 100;
   limits.max_values_per_node = 8;
   CancellationToken token;
-  absl::StatusOr<CompactGraph> graph = ImportGraph(proto, limits, token);
+  absl::StatusOr<CompactGraph> graph = ImportBothWays(proto, limits, token);
   ASSERT_FALSE(graph.ok());
   EXPECT_EQ(graph.status().code(), absl::StatusCode::kInvalidArgument) << graph.status();
   EXPECT_EQ(InvalidFieldPath(graph.status()).value_or("<none>"), GetParam().field)
@@ -317,6 +361,94 @@ INSTANTIATE_TEST_SUITE_P(
          "graph.nodes[1].outputs[0].shape", "overflows 64 bits"},
     }),
     [](const ::testing::TestParamInfo<BadGraphCase>& info) { return info.param.name; });
+
+// What only the serialised import can meet: bytes that are not a graph.
+TEST(ImportSerializedGraphTest, NamesTheNodeWhoseBytesDoNotParse) {
+  v1::Graph proto = Diamond();
+  proto.mutable_nodes(2)->set_target("target_to_corrupt");
+  std::string bytes = proto.SerializeAsString();
+  bytes[bytes.find("target_to_corrupt")] = '\xff';  // not UTF-8
+  CancellationToken token;
+  const absl::Status status =
+      ImportGraph(GraphSource::Serialized(bytes), InputLimits(), token).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_EQ(InvalidFieldPath(status).value_or("<none>"), "graph.nodes[2]") << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("partplan.v1.Node"));
+}
+
+TEST(ImportSerializedGraphTest, TruncatedBytesAreTheGraphsError) {
+  const std::string bytes = Diamond().SerializeAsString();
+  CancellationToken token;
+  for (size_t size : {size_t{1}, bytes.size() / 2, bytes.size() - 1}) {
+    const absl::Status status =
+        ImportGraph(GraphSource::Serialized(absl::string_view(bytes).substr(0, size)),
+                    InputLimits(), token, "request.graph")
+            .status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << size << ": " << status;
+    EXPECT_EQ(InvalidFieldPath(status).value_or("<none>"), "request.graph") << status;
+  }
+}
+
+TEST(ImportSerializedGraphTest, NodesInterleavedWithOtherFieldsKeepTheirOrder) {
+  // Protobuf appends repeated fields in the order they come, wherever the
+  // other fields are; the graph's name given twice keeps the last.
+  v1::Graph first;
+  first.set_name("first");
+  *first.add_nodes() = Diamond().nodes(0);
+  v1::Graph second;
+  second.set_name("second");
+  second.add_modules()->set_qualified_name("fc");
+  for (int i = 1; i < Diamond().nodes_size(); ++i) *second.add_nodes() = Diamond().nodes(i);
+  const std::string bytes = first.SerializeAsString() + second.SerializeAsString();
+  v1::Graph merged;
+  ASSERT_TRUE(merged.ParseFromString(bytes));
+  ASSERT_EQ(merged.name(), "second");
+  CancellationToken token;
+  absl::StatusOr<CompactGraph> graph =
+      ImportGraph(GraphSource::Serialized(bytes), InputLimits(), token);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  absl::StatusOr<CompactGraph> expected = ImportGraph(merged, InputLimits(), token);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ExpectSameGraph(*expected, *graph);
+  ASSERT_EQ(graph->modules().size(), 1);
+  EXPECT_EQ(graph->modules().Get(0).qualified_name(), "fc");
+}
+
+TEST(ImportSerializedGraphTest, CountsNodesBeyondTheLimitWithoutKeepingThem) {
+  v1::Graph proto = Diamond();
+  for (int i = 0; i < 50; ++i) *proto.add_nodes() = proto.nodes(0);
+  const std::string bytes = proto.SerializeAsString();
+  InputLimits limits;
+  limits.max_nodes = 10;
+  CancellationToken token;
+  const absl::Status status = ImportGraph(GraphSource::Serialized(bytes), limits, token).status();
+  EXPECT_THAT(std::string(status.message()), HasSubstr("the graph has 55 nodes"));
+}
+
+TEST(ImportGraphTest, KeepsLatenciesAndFlopsOnlyWhenSomeNodeHasThem) {
+  v1::Graph proto = Diamond();
+  CancellationToken token;
+  absl::StatusOr<CompactGraph> none = ImportBothWays(proto, InputLimits(), token);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_latencies());
+  EXPECT_FALSE(none->has_flops());
+  EXPECT_EQ(none->latency_seconds(2), -1.0);
+  EXPECT_EQ(none->flops(2), 0.0);
+
+  proto.mutable_nodes(2)->mutable_latency()->set_compute_latency_seconds(3);
+  proto.mutable_nodes(2)->mutable_latency()->set_memory_latency_seconds(5);
+  proto.mutable_nodes(3)->set_flops(7);
+  absl::StatusOr<CompactGraph> some = ImportBothWays(proto, InputLimits(), token);
+  ASSERT_TRUE(some.ok()) << some.status();
+  EXPECT_TRUE(some->has_latencies());
+  EXPECT_TRUE(some->has_flops());
+  EXPECT_EQ(some->latency_seconds(1), -1.0);
+  EXPECT_EQ(some->latency_seconds(2), 5.0);
+  EXPECT_EQ(some->latency_seconds(4), -1.0);
+  EXPECT_EQ(some->flops(2), 0.0);
+  EXPECT_EQ(some->flops(3), 7.0);
+  EXPECT_EQ(some->flops(4), 0.0);
+}
 
 }  // namespace
 }  // namespace partplan

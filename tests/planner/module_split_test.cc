@@ -27,7 +27,7 @@ class ModuleSplitTest : public ::testing::Test {
   }
   std::vector<std::string> Names(const std::vector<NodeId>& ids) {
     std::vector<std::string> names;
-    for (NodeId v : ids) names.push_back(graph_->name(v));
+    for (NodeId v : ids) names.emplace_back(graph_->name(v));
     return names;
   }
 

@@ -44,7 +44,7 @@ Walk ShardWalk(const v1::Graph& proto, int32_t shard_count, bool exact = false) 
   options.exact = exact;
   walk.result = AutoShard(*graph, *charges, options, token);
   if (walk.result.ok()) {
-    for (NodeId v : walk.result->first_node) walk.first_nodes.push_back(graph->name(v));
+    for (NodeId v : walk.result->first_node) walk.first_nodes.emplace_back(graph->name(v));
   }
   return walk;
 }
