@@ -9,33 +9,38 @@ class LibraryPlannerBackend final : public PlannerBackend {
  public:
   explicit LibraryPlannerBackend(const InputLimits& limits) : limits_(limits) {}
 
-  absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const CancellationToken& token,
-              v1::PartitionGraphResponse* response) override {
-    return partplan::PartitionGraph(request, limits_, token, response);
+  absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const GraphSource& graph,
+                              const CancellationToken& token,
+                              v1::PartitionGraphResponse* response) override {
+    return partplan::PartitionGraph(request, graph, limits_, token, response);
   }
-  absl::Status SplitGraph(const v1::SplitGraphRequest& request, const CancellationToken& token,
-              v1::SplitGraphResponse* response) override {
-    return partplan::SplitGraph(request, limits_, token, response);
+  absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph,
+                          const CancellationToken& token,
+                          v1::SplitGraphResponse* response) override {
+    return partplan::SplitGraph(request, graph, limits_, token, response);
   }
-  absl::Status ShardGraph(const v1::ShardGraphRequest& request, const CancellationToken& token,
-              v1::ShardGraphResponse* response) override {
-    return partplan::ShardGraph(request, limits_, token, response);
+  absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph,
+                          const CancellationToken& token,
+                          v1::ShardGraphResponse* response) override {
+    return partplan::ShardGraph(request, graph, limits_, token, response);
   }
-  absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request, const CancellationToken& token,
-              v1::BuildPipelineGraphResponse* response) override {
-    return partplan::BuildPipelineGraph(request, limits_, token, response);
+  absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
+                                  const GraphSource& graph, const CancellationToken& token,
+                                  v1::BuildPipelineGraphResponse* response) override {
+    return partplan::BuildPipelineGraph(request, graph, limits_, token, response);
   }
-  absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request, const CancellationToken& token,
-              v1::PlanDataParallelResponse* response) override {
-    return partplan::PlanDataParallel(request, limits_, token, response);
+  absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
+                                const GraphSource& graph, const CancellationToken& token,
+                                v1::PlanDataParallelResponse* response) override {
+    return partplan::PlanDataParallel(request, graph, limits_, token, response);
   }
-  absl::Status Plan(const v1::PlanRequest& request, const CancellationToken& token,
-              v1::PlanResponse* response) override {
-    return partplan::Plan(request, limits_, token, response);
+  absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
+                    const CancellationToken& token, v1::PlanResponse* response) override {
+    return partplan::Plan(request, graph, limits_, token, response);
   }
-  absl::Status Validate(const v1::ValidateRequest& request, const CancellationToken& token,
-              v1::ValidateResponse* response) override {
-    return partplan::Validate(request, limits_, token, response);
+  absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph,
+                        const CancellationToken& token, v1::ValidateResponse* response) override {
+    return partplan::Validate(request, graph, limits_, token, response);
   }
 
  private:

@@ -10,9 +10,12 @@
 //       partplan::NewLibraryPlannerBackend(limits);
 //   partplan::CancellationToken token(absl::Now() + absl::Seconds(5));
 //   partplan::v1::ValidateResponse response;
-//   absl::Status status = backend->Validate(request, token, &response);
+//   absl::Status status = backend->Validate(request, request.graph(), token, &response);
 //
-// Each method fills `*response`, which the service created on the call's arena
+// Each method takes the request's graph apart from the request: the service
+// passes the graph's bytes as received and the request's other fields
+// parsed (planner/serialized_request.h), so a large graph is never parsed
+// into messages. Each fills `*response`, which the service created on the call's arena
 // and serialises straight from there, so a plan is never copied.
 //
 // Implementations must be safe to call concurrently from many threads.
@@ -24,6 +27,7 @@
 #include "absl/status/status.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/cancellation.h"
+#include "planner/graph_import.h"
 #include "planner/limits.h"
 
 namespace partplan {
@@ -33,25 +37,24 @@ class PlannerBackend {
   virtual ~PlannerBackend() = default;
 
   virtual absl::Status PartitionGraph(const v1::PartitionGraphRequest& request,
-                                      const CancellationToken& token,
+                                      const GraphSource& graph, const CancellationToken& token,
                                       v1::PartitionGraphResponse* response) = 0;
-  virtual absl::Status SplitGraph(const v1::SplitGraphRequest& request,
+  virtual absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph,
                                   const CancellationToken& token,
                                   v1::SplitGraphResponse* response) = 0;
-  virtual absl::Status ShardGraph(const v1::ShardGraphRequest& request,
+  virtual absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph,
                                   const CancellationToken& token,
                                   v1::ShardGraphResponse* response) = 0;
   virtual absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
-                                          const CancellationToken& token,
+                                          const GraphSource& graph, const CancellationToken& token,
                                           v1::BuildPipelineGraphResponse* response) = 0;
   virtual absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
-                                        const CancellationToken& token,
+                                        const GraphSource& graph, const CancellationToken& token,
                                         v1::PlanDataParallelResponse* response) = 0;
-  virtual absl::Status Plan(const v1::PlanRequest& request, const CancellationToken& token,
-                            v1::PlanResponse* response) = 0;
-  virtual absl::Status Validate(const v1::ValidateRequest& request,
-                                const CancellationToken& token,
-                                v1::ValidateResponse* response) = 0;
+  virtual absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
+                            const CancellationToken& token, v1::PlanResponse* response) = 0;
+  virtual absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph,
+                                const CancellationToken& token, v1::ValidateResponse* response) = 0;
 };
 
 // The planner library's entry points, each called with `limits`.

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -12,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "planner/graph_import.h"
+#include "planner/serialized_request.h"
 #include "server/call_arena.h"
 #include "server/logging.h"
 #include "server/status_conversion.h"
@@ -49,6 +54,45 @@ int DeviceCount(const Request& request) {
     return 0;
   }
 }
+
+// A received request's bytes in one block, for its graph to be imported in
+// place (gRPC receives a large message as many slices). Takes them from the
+// call's buffer, and releases each slice as soon as it is copied, so that
+// the request is held about once, not twice.
+class ContiguousRequest {
+ public:
+  explicit ContiguousRequest(grpc::ByteBuffer* buffer) {
+    std::vector<grpc::Slice> slices;
+    if (!buffer->Valid() || !buffer->Dump(&slices).ok()) return;
+    buffer->Clear();
+    valid_ = true;
+    if (slices.size() == 1) {
+      single_ = std::move(slices[0]);
+      bytes_ = absl::string_view(reinterpret_cast<const char*>(single_.begin()), single_.size());
+      return;
+    }
+    size_t size = 0;
+    for (const grpc::Slice& slice : slices) size += slice.size();
+    copy_.reset(new char[size]);  // not zeroed: every byte is written next
+    size_t offset = 0;
+    for (grpc::Slice& slice : slices) {
+      std::memcpy(copy_.get() + offset, slice.begin(), slice.size());
+      offset += slice.size();
+      slice = grpc::Slice();
+    }
+    bytes_ = absl::string_view(copy_.get(), size);
+  }
+
+  // False when the call carried no message.
+  bool valid() const { return valid_; }
+  absl::string_view bytes() const { return bytes_; }
+
+ private:
+  bool valid_ = false;
+  grpc::Slice single_;
+  std::unique_ptr<char[]> copy_;
+  absl::string_view bytes_;
+};
 
 }  // namespace
 
@@ -221,20 +265,37 @@ absl::Status PlannerService::Answer(PlannerRpc rpc, BackendMethod<Request, Respo
     }
   }
 
+  // The request's fields but its graph are parsed; the graph is imported
+  // straight from its bytes, which stay here until the plan is made. A
+  // request that does not split that way (not a well-formed message, or a
+  // graph sent in pieces, which protobuf merges) is parsed whole.
+  const ContiguousRequest bytes(request);
   auto* parsed = google::protobuf::Arena::CreateMessage<Request>(&call.arena());
-  // Deserialize parses, then releases the request's bytes.
-  if (!grpc::SerializationTraits<Request>::Deserialize(request, parsed).ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the request does not parse as ", Request::descriptor()->full_name(),
-                     ", the request message of /", kPlannerServiceName, "/", RpcName(rpc),
-                     " (truncated, corrupt, or another message)"));
+  const std::optional<absl::string_view> graph_bytes =
+      bytes.valid() ? ParseAllButGraph(bytes.bytes(), parsed) : std::nullopt;
+  if (!graph_bytes.has_value()) {
+    parsed->Clear();
+    if (!bytes.valid() ||
+        bytes.bytes().size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
+        !parsed->ParseFromArray(bytes.bytes().data(), static_cast<int>(bytes.bytes().size()))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the request does not parse as ", Request::descriptor()->full_name(),
+                       ", the request message of /", kPlannerServiceName, "/", RpcName(rpc),
+                       " (truncated, corrupt, or another message)"));
+    }
   }
-  call.SetRequestSize(parsed->graph().nodes_size(), DeviceCount(*parsed));
+  const GraphSource graph = graph_bytes.has_value() ? GraphSource::Serialized(*graph_bytes)
+                                                    : GraphSource(parsed->graph());
+  const int64_t nodes =
+      graph_bytes.has_value() ? CountSerializedNodes(*graph_bytes) : parsed->graph().nodes_size();
+  call.SetRequestSize(static_cast<int>(std::min<int64_t>(nodes, std::numeric_limits<int>::max())),
+                      DeviceCount(*parsed));
   // A miss is counted once the request parses: bytes that are not a
   // request were never going to be found.
   if (key.has_value()) metrics_.plan_cache_misses().Increment();
   auto* planned = google::protobuf::Arena::CreateMessage<Response>(&call.arena());
-  if (absl::Status planning = (backend_.*plan)(*parsed, call.token(), planned); !planning.ok()) {
+  if (absl::Status planning = (backend_.*plan)(*parsed, graph, call.token(), planned);
+      !planning.ok()) {
     return planning;
   }
   bool own_buffer = false;

@@ -87,8 +87,8 @@ class PlannerService final : public RawPlannerCallbackService {
  private:
   // A PlannerBackend method, e.g. &PlannerBackend::Validate.
   template <typename Request, typename Response>
-  using BackendMethod = absl::Status (PlannerBackend::*)(const Request&, const CancellationToken&,
-                                                         Response*);
+  using BackendMethod = absl::Status (PlannerBackend::*)(const Request&, const GraphSource&,
+                                                         const CancellationToken&, Response*);
 
   // The one handler behind every RPC above: `Request` and `Response` are
   // the RPC's messages.

@@ -997,16 +997,34 @@ std::vector<HostileCase> Cases() {
        // Field 1 (graph) as a varint: protobuf keeps it as an unknown field,
        // so the request has no graph.
        [] { return std::string("\x08\x01", 2); }, StatusCode::INVALID_ARGUMENT, "graph.nodes"});
-  add(RawRow("InvalidUtf8InANodeName", PlannerRpc::kValidate, Probe::kValidate,
-             [] {
-               v1::ValidateRequest request;
-               *request.mutable_graph() = BaseGraph();
-               std::string bytes = request.SerializeAsString();
-               const size_t at = bytes.find("hostile");
-               bytes[at] = '\xc3';  // A UTF-8 lead byte followed by ASCII.
-               return bytes;
-             },
-             StatusCode::INVALID_ARGUMENT));
+  // The server imports the graph from its bytes, a node at a time, so bytes
+  // that do not parse are named by the field they are in.
+  add({"InvalidUtf8InTheGraphName", PlannerRpc::kValidate, Probe::kValidate,
+       [] {
+         v1::ValidateRequest request;
+         *request.mutable_graph() = BaseGraph();
+         std::string bytes = request.SerializeAsString();
+         const size_t at = bytes.find("hostile");
+         bytes[at] = '\xc3';  // A UTF-8 lead byte followed by ASCII.
+         return bytes;
+       },
+       StatusCode::INVALID_ARGUMENT, "graph"});
+  for (const auto& [rpc, probe] :
+       {std::pair{PlannerRpc::kValidate, Probe::kValidate},
+        std::pair{PlannerRpc::kPlanDataParallel, Probe::kPlanDataParallel}}) {
+    add({absl::StrCat("InvalidUtf8InANodeTarget", RpcName(rpc)), rpc, probe,
+         [] {
+           static_assert(int{v1::ValidateRequest::kGraphFieldNumber} ==
+                         int{v1::PlanDataParallelRequest::kGraphFieldNumber});
+           v1::ValidateRequest request;
+           *request.mutable_graph() = BaseGraph();
+           request.mutable_graph()->mutable_nodes(2)->set_target("corrupted_target");
+           std::string bytes = request.SerializeAsString();
+           bytes[bytes.find("corrupted_target")] = '\xc3';
+           return bytes;
+         },
+         StatusCode::INVALID_ARGUMENT, "graph.nodes[2]"});
+  }
   add(RawRow("DeeplyNestedUnknownGroups", PlannerRpc::kValidate, Probe::kValidate,
              [] {
                // 100k nested start-group tags of an unknown field: the

@@ -279,38 +279,41 @@ absl::Status RecordingBackend::Record(Call call) {
 }
 
 absl::Status RecordingBackend::PartitionGraph(const v1::PartitionGraphRequest& request,
+                                              const GraphSource& graph,
                                               const CancellationToken& token,
                                               v1::PartitionGraphResponse* response) {
-  return Record([&] { return library_->PartitionGraph(request, token, response); });
+  return Record([&] { return library_->PartitionGraph(request, graph, token, response); });
 }
 absl::Status RecordingBackend::SplitGraph(const v1::SplitGraphRequest& request,
-                                          const CancellationToken& token,
+                                          const GraphSource& graph, const CancellationToken& token,
                                           v1::SplitGraphResponse* response) {
-  return Record([&] { return library_->SplitGraph(request, token, response); });
+  return Record([&] { return library_->SplitGraph(request, graph, token, response); });
 }
 absl::Status RecordingBackend::ShardGraph(const v1::ShardGraphRequest& request,
-                                          const CancellationToken& token,
+                                          const GraphSource& graph, const CancellationToken& token,
                                           v1::ShardGraphResponse* response) {
-  return Record([&] { return library_->ShardGraph(request, token, response); });
+  return Record([&] { return library_->ShardGraph(request, graph, token, response); });
 }
 absl::Status RecordingBackend::BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
+                                                  const GraphSource& graph,
                                                   const CancellationToken& token,
                                                   v1::BuildPipelineGraphResponse* response) {
-  return Record([&] { return library_->BuildPipelineGraph(request, token, response); });
+  return Record([&] { return library_->BuildPipelineGraph(request, graph, token, response); });
 }
 absl::Status RecordingBackend::PlanDataParallel(const v1::PlanDataParallelRequest& request,
+                                                const GraphSource& graph,
                                                 const CancellationToken& token,
                                                 v1::PlanDataParallelResponse* response) {
-  return Record([&] { return library_->PlanDataParallel(request, token, response); });
+  return Record([&] { return library_->PlanDataParallel(request, graph, token, response); });
 }
-absl::Status RecordingBackend::Plan(const v1::PlanRequest& request,
+absl::Status RecordingBackend::Plan(const v1::PlanRequest& request, const GraphSource& graph,
                                     const CancellationToken& token, v1::PlanResponse* response) {
-  return Record([&] { return library_->Plan(request, token, response); });
+  return Record([&] { return library_->Plan(request, graph, token, response); });
 }
 absl::Status RecordingBackend::Validate(const v1::ValidateRequest& request,
-                                        const CancellationToken& token,
+                                        const GraphSource& graph, const CancellationToken& token,
                                         v1::ValidateResponse* response) {
-  return Record([&] { return library_->Validate(request, token, response); });
+  return Record([&] { return library_->Validate(request, graph, token, response); });
 }
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(

@@ -131,23 +131,25 @@ class RecordingBackend final : public PlannerBackend {
   // The status codes of finished calls, in finishing order.
   std::vector<absl::StatusCode> codes();
 
-  absl::Status PartitionGraph(const v1::PartitionGraphRequest& request,
+  absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const GraphSource& graph,
                               const CancellationToken& token,
                               v1::PartitionGraphResponse* response) override;
-  absl::Status SplitGraph(const v1::SplitGraphRequest& request, const CancellationToken& token,
+  absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph,
+                          const CancellationToken& token,
                           v1::SplitGraphResponse* response) override;
-  absl::Status ShardGraph(const v1::ShardGraphRequest& request, const CancellationToken& token,
+  absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph,
+                          const CancellationToken& token,
                           v1::ShardGraphResponse* response) override;
   absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
-                                  const CancellationToken& token,
+                                  const GraphSource& graph, const CancellationToken& token,
                                   v1::BuildPipelineGraphResponse* response) override;
   absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
-                                const CancellationToken& token,
+                                const GraphSource& graph, const CancellationToken& token,
                                 v1::PlanDataParallelResponse* response) override;
-  absl::Status Plan(const v1::PlanRequest& request, const CancellationToken& token,
-                    v1::PlanResponse* response) override;
-  absl::Status Validate(const v1::ValidateRequest& request, const CancellationToken& token,
-                        v1::ValidateResponse* response) override;
+  absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
+                    const CancellationToken& token, v1::PlanResponse* response) override;
+  absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph,
+                        const CancellationToken& token, v1::ValidateResponse* response) override;
 
  private:
   template <typename Call>

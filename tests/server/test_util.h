@@ -68,32 +68,37 @@ class FakePlannerBackend final : public PlannerBackend {
     return std::get<Response>(canned_);
   }
 
-  absl::Status PartitionGraph(const v1::PartitionGraphRequest&, const CancellationToken& token,
-              v1::PartitionGraphResponse* response) override {
+  absl::Status PartitionGraph(const v1::PartitionGraphRequest&, const GraphSource&,
+                              const CancellationToken& token,
+                              v1::PartitionGraphResponse* response) override {
     return Respond(token, response);
   }
-  absl::Status SplitGraph(const v1::SplitGraphRequest&, const CancellationToken& token,
-              v1::SplitGraphResponse* response) override {
+  absl::Status SplitGraph(const v1::SplitGraphRequest&, const GraphSource&,
+                          const CancellationToken& token,
+                          v1::SplitGraphResponse* response) override {
     return Respond(token, response);
   }
-  absl::Status ShardGraph(const v1::ShardGraphRequest&, const CancellationToken& token,
-              v1::ShardGraphResponse* response) override {
+  absl::Status ShardGraph(const v1::ShardGraphRequest&, const GraphSource&,
+                          const CancellationToken& token,
+                          v1::ShardGraphResponse* response) override {
     return Respond(token, response);
   }
-  absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest&, const CancellationToken& token,
-              v1::BuildPipelineGraphResponse* response) override {
+  absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest&, const GraphSource&,
+                                  const CancellationToken& token,
+                                  v1::BuildPipelineGraphResponse* response) override {
     return Respond(token, response);
   }
-  absl::Status PlanDataParallel(const v1::PlanDataParallelRequest&, const CancellationToken& token,
-              v1::PlanDataParallelResponse* response) override {
+  absl::Status PlanDataParallel(const v1::PlanDataParallelRequest&, const GraphSource&,
+                                const CancellationToken& token,
+                                v1::PlanDataParallelResponse* response) override {
     return Respond(token, response);
   }
-  absl::Status Plan(const v1::PlanRequest&, const CancellationToken& token,
-              v1::PlanResponse* response) override {
+  absl::Status Plan(const v1::PlanRequest&, const GraphSource&, const CancellationToken& token,
+                    v1::PlanResponse* response) override {
     return Respond(token, response);
   }
-  absl::Status Validate(const v1::ValidateRequest&, const CancellationToken& token,
-              v1::ValidateResponse* response) override {
+  absl::Status Validate(const v1::ValidateRequest&, const GraphSource&,
+                        const CancellationToken& token, v1::ValidateResponse* response) override {
     return Respond(token, response);
   }
 
