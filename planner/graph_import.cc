@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "planner/node_fields.h"
 #include "planner/serialized_request.h"
 #include "planner/status_util.h"
 
@@ -172,11 +173,11 @@ class GraphBuilder {
     return count;
   }
 
-  // Loads node v (called once per node, in order, NameIndex::kLookahead
-  // nodes ahead of AddNode): parses its bytes into a slot of `loaded_`, or
-  // prefetches its parsed message. Keeps its name; returns it.
+  // Loads node v into a slot of `loaded_` (called once per node, in order,
+  // NameIndex::kLookahead nodes ahead of AddNode): decodes its bytes, or
+  // views its parsed message. Keeps its name; returns it.
   absl::string_view LoadNode(int64_t v) {
-    absl::string_view name;
+    LoadedNode& node = loaded_[v % kLoadedSlots];
     if (const v1::Graph* parsed = result_.parsed_; parsed != nullptr) {
       // A parsed request is read once, so every node is a cache miss at
       // first touch: the message is prefetched a lookahead before its name's
@@ -187,80 +188,77 @@ class GraphBuilder {
       if (v + kAhead < num_nodes_) {
         __builtin_prefetch(parsed->nodes(static_cast<int>(v + kAhead)).name().data());
       }
-      name = parsed->nodes(static_cast<int>(v)).name();
+      ViewNode(parsed->nodes(static_cast<int>(v)), &node.fields);
     } else {
-      v1::Node& node = loaded_[v % kLoadedSlots];
-      const CompactGraph::NodeBytes& bytes = result_.node_bytes_[v];
-      if (node.ParseFromArray(result_.serialized_.data() + bytes.offset,
-                              static_cast<int>(bytes.size))) {
-        name = node.name();
-      } else if (unparsed_node_ < 0) {
-        unparsed_node_ = static_cast<NodeId>(v);
+      // Decoded in place; an encoding DecodeNode leaves to protobuf (see
+      // node_fields.h) is parsed into the slot's message.
+      const CompactGraph::NodeBytes& span = result_.node_bytes_[v];
+      const absl::string_view bytes = result_.serialized_.substr(span.offset, span.size);
+      if (!DecodeNode(bytes, &node.fields)) {
+        if (node.message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+          ViewNode(node.message, &node.fields);
+        } else {
+          node.fields.Clear();
+          if (unparsed_node_ < 0) unparsed_node_ = static_cast<NodeId>(v);
+        }
       }
     }
+    const absl::string_view name = node.fields.name;
     result_.name_chars_.append(name.data(), name.size());
     result_.name_offsets_.push_back(static_cast<int64_t>(result_.name_chars_.size()));
     return name;
   }
 
-  // Node v, loaded.
-  const v1::Node& LoadedNode(NodeId v) const {
-    if (result_.parsed_ != nullptr) return result_.parsed_->nodes(v);
-    return loaded_[v % kLoadedSlots];
-  }
-
   // `name_hash` is NameIndex::Hash of the node's name.
   absl::Status AddNode(NodeId v, uint64_t name_hash) {
-    const v1::Node& node = LoadedNode(v);
+    const NodeFields& node = loaded_[v % kLoadedSlots].fields;
     const NodePath at{field_, v};
-    if (node.name().empty()) {
+    if (node.name.empty()) {
       return InvalidFieldError(at.Str(".name"), "the node has no name");
     }
     const NodeId first = result_.name_index_.Insert(result_.names(), v, name_hash);
     if (first >= 0) {
-      return InvalidFieldError(at.Str(".name"),
-                               absl::StrCat("duplicate node name '", node.name(),
-                                            "' (first used by nodes[", first, "])"));
+      return InvalidFieldError(
+          at.Str(".name"),
+          absl::StrCat("duplicate node name '", node.name, "' (first used by nodes[", first, "])"));
     }
-    if (!v1::Op_IsValid(node.op()) || node.op() == v1::OP_UNSPECIFIED) {
-      return InvalidFieldError(at.Str(".op"),
-                               absl::StrCat("node '", node.name(), "' has no valid op (got ",
-                                            node.op(), ")"));
+    if (!v1::Op_IsValid(node.op) || node.op == v1::OP_UNSPECIFIED) {
+      return InvalidFieldError(
+          at.Str(".op"),
+          absl::StrCat("node '", node.name, "' has no valid op (got ", node.op, ")"));
     }
+    const v1::Op op = static_cast<v1::Op>(node.op);
     if (output_node_ >= 0) {
       return InvalidFieldError(
-          at.Str(), absl::StrCat("node '", node.name(), "' follows the OUTPUT node '",
+          at.Str(), absl::StrCat("node '", node.name, "' follows the OUTPUT node '",
                                  result_.name(output_node_), "'; OUTPUT must be the last node"));
     }
-    if (node.op() == v1::OUTPUT) output_node_ = v;
-    if (node.op() == v1::CALL_MODULE || node.op() == v1::CALL_FUNCTION ||
-        node.op() == v1::CALL_METHOD) {
+    if (op == v1::OUTPUT) output_node_ = v;
+    if (op == v1::CALL_MODULE || op == v1::CALL_FUNCTION || op == v1::CALL_METHOD) {
       ++result_.num_op_nodes_;
     }
     PARTPLAN_RETURN_IF_ERROR(AddInputs(v, node, at));
     // Partitions copy graph inputs in whole; an input computed from other
     // nodes would make that copy wrong.
-    if ((node.op() == v1::PLACEHOLDER || node.op() == v1::GET_ATTR) &&
+    if ((op == v1::PLACEHOLDER || op == v1::GET_ATTR) &&
         result_.input_offsets_[v + 1] > result_.input_offsets_[v]) {
-      return InvalidFieldError(at.Str(".args"),
-                               absl::StrCat(v1::Op_Name(node.op()), " node '", node.name(),
-                                            "' must not refer to other nodes"));
+      return InvalidFieldError(at.Str(".args"), absl::StrCat(v1::Op_Name(op), " node '", node.name,
+                                                             "' must not refer to other nodes"));
     }
-    PARTPLAN_RETURN_IF_ERROR(AddSizes(v, node, at));
-    result_.op_.push_back(node.op());
+    PARTPLAN_RETURN_IF_ERROR(AddSizes(v, node, op, at));
+    result_.op_.push_back(op);
     return absl::OkStatus();
   }
 
   // Records the distinct nodes `node` references, validating the flat
   // encoding of args and of each kwarg.
-  absl::Status AddInputs(NodeId v, const v1::Node& node, const NodePath& at) {
-    int64_t values = node.args_size();
-    for (const v1::KeywordArgument& kwarg : node.kwargs()) values += kwarg.value_size();
+  absl::Status AddInputs(NodeId v, const NodeFields& node, const NodePath& at) {
+    const int64_t values = static_cast<int64_t>(node.args.size() + node.keyword_values.size());
     if (values > limits_.max_values_per_node) {
       return InvalidFieldError(
-          at.Str(), absl::StrCat("node '", node.name(), "' has ", values,
-                           " argument values, above the limit of ",
-                           limits_.max_values_per_node, " (--max_values_per_node)"));
+          at.Str(), absl::StrCat("node '", node.name, "' has ", values,
+                                 " argument values, above the limit of ",
+                                 limits_.max_values_per_node, " (--max_values_per_node)"));
     }
     total_values_ += values;
     if (total_values_ > limits_.max_values) {
@@ -269,30 +267,31 @@ class GraphBuilder {
                                      " argument values (--max_values)"));
     }
     // The top-level args are any number of complete values.
-    PARTPLAN_RETURN_IF_ERROR(AddValues(v, node.args(), ValuesPath{at, -1},
+    PARTPLAN_RETURN_IF_ERROR(AddValues(v, node.args, ValuesPath{at, -1},
                                        /*exactly_one=*/false));
     // Duplicate keywords: a scan over the few a node usually has, a set
     // beyond that, so that a node with many keywords stays linear.
     constexpr int kFewKeywords = 16;
     absl::flat_hash_set<absl::string_view> keywords;
-    for (int k = 0; k < node.kwargs_size(); ++k) {
-      const v1::KeywordArgument& kwarg = node.kwargs(k);
-      if (kwarg.name().empty()) {
+    const int keyword_count = static_cast<int>(node.keywords.size());
+    for (int k = 0; k < keyword_count; ++k) {
+      const NodeFields::Keyword& kwarg = node.keywords[k];
+      if (kwarg.name.empty()) {
         return InvalidFieldError(at.Str(absl::StrCat(".kwargs[", k, "].name")),
                                  "keyword argument has no name");
       }
       bool duplicate = false;
-      if (node.kwargs_size() <= kFewKeywords) {
-        for (int j = 0; j < k && !duplicate; ++j) duplicate = node.kwargs(j).name() == kwarg.name();
+      if (keyword_count <= kFewKeywords) {
+        for (int j = 0; j < k && !duplicate; ++j) duplicate = node.keywords[j].name == kwarg.name;
       } else {
         PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(k));
-        duplicate = !keywords.insert(kwarg.name()).second;
+        duplicate = !keywords.insert(kwarg.name).second;
       }
       if (duplicate) {
         return InvalidFieldError(at.Str(absl::StrCat(".kwargs[", k, "].name")),
-                                 absl::StrCat("duplicate keyword argument '", kwarg.name(), "'"));
+                                 absl::StrCat("duplicate keyword argument '", kwarg.name, "'"));
       }
-      PARTPLAN_RETURN_IF_ERROR(AddValues(v, kwarg.value(), ValuesPath{at, k},
+      PARTPLAN_RETURN_IF_ERROR(AddValues(v, node.values_of(kwarg), ValuesPath{at, k},
                                          /*exactly_one=*/true));
     }
     result_.input_offsets_.push_back(static_cast<int64_t>(result_.input_ids_.size()));
@@ -301,12 +300,12 @@ class GraphBuilder {
 
   // Walks a flat pre-order encoding without recursion: `pending` counts the
   // elements still owed to open lists and tuples.
-  absl::Status AddValues(NodeId v, const google::protobuf::RepeatedPtrField<v1::Value>& values,
-                         const ValuesPath& at, bool exactly_one) {
+  absl::Status AddValues(NodeId v, absl::Span<const ValueView> values, const ValuesPath& at,
+                         bool exactly_one) {
     int64_t pending = 0;      // elements owed to open containers
     int64_t top_level = 0;    // complete top-level values seen
-    for (int i = 0; i < values.size(); ++i) {
-      const v1::Value& value = values.Get(i);
+    for (int i = 0; i < static_cast<int>(values.size()); ++i) {
+      const ValueView& value = values[i];
       if (pending > 0) {
         --pending;
       } else {
@@ -316,15 +315,13 @@ class GraphBuilder {
                                    "a keyword argument holds exactly one value; this is a second");
         }
       }
-      switch (value.kind_case()) {
+      switch (value.kind) {
         case v1::Value::kNode:
-          PARTPLAN_RETURN_IF_ERROR(AddReference(v, value.node(), at, i));
+          PARTPLAN_RETURN_IF_ERROR(AddReference(v, value.node, at, i));
           break;
         case v1::Value::kList:
-          pending += value.list();
-          break;
         case v1::Value::kTuple:
-          pending += value.tuple();
+          pending += value.count;
           break;
         case v1::Value::KIND_NOT_SET:
           return InvalidFieldError(at.Element(i), "the value has no kind set");
@@ -342,7 +339,7 @@ class GraphBuilder {
     return absl::OkStatus();
   }
 
-  absl::Status AddReference(NodeId v, const std::string& name, const ValuesPath& at, int i) {
+  absl::Status AddReference(NodeId v, absl::string_view name, const ValuesPath& at, int i) {
     const NodeId u = result_.Find(name);
     if (u < 0) return UnresolvedReference(v, name, at.Element(i));
     if (u == v) {
@@ -359,7 +356,7 @@ class GraphBuilder {
 
   // Tells a forward reference from a dangling one; runs only on the error
   // path, so its scan costs nothing on valid graphs.
-  absl::Status UnresolvedReference(NodeId v, const std::string& name, const std::string& at) {
+  absl::Status UnresolvedReference(NodeId v, absl::string_view name, const std::string& at) {
     NodeReader later(result_);
     for (NodeId w = v + 1; w < num_nodes_; ++w) {
       if (later.Read(w).name() == name) {
@@ -371,29 +368,30 @@ class GraphBuilder {
     return InvalidFieldError(at, absl::StrCat("refers to unknown node '", name, "'"));
   }
 
-  absl::Status AddSizes(NodeId v, const v1::Node& node, const NodePath& at) {
-    if (node.parameter_count() < 0) {
+  absl::Status AddSizes(NodeId v, const NodeFields& node, v1::Op op, const NodePath& at) {
+    if (node.parameter_count < 0) {
       return InvalidFieldError(at.Str(".parameter_count"), "must not be negative");
     }
-    if (node.parameter_bytes() < 0) {
+    if (node.parameter_bytes < 0) {
       return InvalidFieldError(at.Str(".parameter_bytes"), "must not be negative");
     }
-    if (!IsFiniteNonNegative(node.flops())) {
+    if (!IsFiniteNonNegative(node.flops)) {
       return InvalidFieldError(at.Str(".flops"), "must be finite and not negative");
     }
-    if (node.has_latency()) {
-      if (!IsFiniteNonNegative(node.latency().memory_latency_seconds())) {
+    if (node.has_latency) {
+      if (!IsFiniteNonNegative(node.memory_latency_seconds)) {
         return InvalidFieldError(at.Str(".latency.memory_latency_seconds"),
                                  "must be finite and not negative");
       }
-      if (!IsFiniteNonNegative(node.latency().compute_latency_seconds())) {
+      if (!IsFiniteNonNegative(node.compute_latency_seconds)) {
         return InvalidFieldError(at.Str(".latency.compute_latency_seconds"),
                                  "must be finite and not negative");
       }
     }
-    for (int k = 0; k < node.outputs_size(); ++k) {
-      for (int d = 0; d < node.outputs(k).shape_size(); ++d) {
-        if (node.outputs(k).shape(d) < 0) {
+    for (int k = 0; k < static_cast<int>(node.outputs.size()); ++k) {
+      const absl::Span<const int64_t> shape = node.shape_of(node.outputs[k]);
+      for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+        if (shape[d] < 0) {
           return InvalidFieldError(at.Str(absl::StrCat(".outputs[", k, "].shape[", d, "]")),
                                    "dimension must not be negative");
         }
@@ -401,11 +399,11 @@ class GraphBuilder {
     }
     int64_t total = 0;
     int64_t output = 0;
-    if (node.op() == v1::OUTPUT) {
+    if (op == v1::OUTPUT) {
       // torch.fx gives the output node no size.
-    } else if (node.has_size_bytes()) {
-      total = node.size_bytes().total_bytes();
-      output = node.size_bytes().output_bytes();
+    } else if (node.has_size_bytes) {
+      total = node.total_bytes;
+      output = node.output_bytes;
       if (total < 0) {
         return InvalidFieldError(at.Str(".size_bytes.total_bytes"), "must not be negative");
       }
@@ -417,9 +415,9 @@ class GraphBuilder {
                                  absl::StrCat("output_bytes ", output, " exceed total_bytes ", total));
       }
     } else {
-      PARTPLAN_RETURN_IF_ERROR(DeriveSizes(node, at, &total, &output));
+      PARTPLAN_RETURN_IF_ERROR(DeriveSizes(node, op, at, &total, &output));
     }
-    if (node.op() != v1::OUTPUT &&
+    if (op != v1::OUTPUT &&
         AddOverflows(result_.graph_total_bytes_, total, &result_.graph_total_bytes_)) {
       return InvalidFieldError(at.Str(".size_bytes"),
                                "the graph's total size overflows 64 bits");
@@ -434,26 +432,26 @@ class GraphBuilder {
     if (AddOverflows(counted_bytes_, total, &counted_bytes_)) {
       return InvalidFieldError(at.Str(".size_bytes"), kCountedBytesOverflow);
     }
-    const int64_t end = node.op() == v1::OUTPUT ? result_.input_offsets_[v]
-                                                : result_.input_offsets_[v + 1];
+    const int64_t end =
+        op == v1::OUTPUT ? result_.input_offsets_[v] : result_.input_offsets_[v + 1];
     for (int64_t e = result_.input_offsets_[v]; e < end; ++e) {
       const NodeId u = result_.input_ids_[e];
       const int64_t counted = result_.is_input_node(u) ? result_.total_bytes_[u]
                                                        : result_.output_bytes_[u];
       if (AddOverflows(counted_bytes_, counted, &counted_bytes_)) {
         return InvalidFieldError(at.Str(),
-                                 absl::StrCat("node '", node.name(), "' reads '", result_.name(u),
+                                 absl::StrCat("node '", node.name, "' reads '", result_.name(u),
                                               "': ", kCountedBytesOverflow));
       }
     }
     result_.total_bytes_.push_back(total);
     result_.output_bytes_.push_back(output);
     KeepSparse(v,
-               node.has_latency() ? std::max(node.latency().compute_latency_seconds(),
-                                             node.latency().memory_latency_seconds())
-                                  : -1.0,
+               node.has_latency
+                   ? std::max(node.compute_latency_seconds, node.memory_latency_seconds)
+                   : -1.0,
                -1.0, &result_.latency_seconds_);
-    KeepSparse(v, node.flops(), 0.0, &result_.flops_);
+    KeepSparse(v, node.flops, 0.0, &result_.flops_);
     return absl::OkStatus();
   }
 
@@ -470,21 +468,21 @@ class GraphBuilder {
   // torch.fx's get_size_of_node: output elements x element size, plus for
   // call_module the parameters counted at the output's element size. Tuple
   // outputs (which torch.fx cannot size) add up their elements.
-  absl::Status DeriveSizes(const v1::Node& node, const NodePath& at, int64_t* total,
+  absl::Status DeriveSizes(const NodeFields& node, v1::Op op, const NodePath& at, int64_t* total,
                            int64_t* output) {
     int64_t first_element_bytes = 0;
-    for (int k = 0; k < node.outputs_size(); ++k) {
-      const v1::TensorMeta& meta = node.outputs(k);
-      const int64_t element_bytes = DtypeElementBytes(meta.dtype());
+    for (int k = 0; k < static_cast<int>(node.outputs.size()); ++k) {
+      const NodeFields::Output& meta = node.outputs[k];
+      const int64_t element_bytes = DtypeElementBytes(meta.dtype);
       if (element_bytes == 0) {
         return InvalidFieldError(
             at.Str(absl::StrCat(".outputs[", k, "].dtype")),
-            absl::StrCat("unknown dtype '", meta.dtype(),
+            absl::StrCat("unknown dtype '", meta.dtype,
                          "'; give size_bytes or a torch dtype such as torch.float32"));
       }
       if (k == 0) first_element_bytes = element_bytes;
       int64_t bytes = element_bytes;
-      for (int64_t dim : meta.shape()) {
+      for (int64_t dim : node.shape_of(meta)) {
         if (MulOverflows(bytes, dim, &bytes)) {
           return InvalidFieldError(at.Str(absl::StrCat(".outputs[", k, "].shape")),
                                    "the tensor's size overflows 64 bits");
@@ -495,13 +493,13 @@ class GraphBuilder {
       }
     }
     int64_t parameter_bytes = 0;
-    if (node.op() == v1::CALL_MODULE &&
-        (MulOverflows(node.parameter_count(), first_element_bytes, &parameter_bytes) ||
+    if (op == v1::CALL_MODULE &&
+        (MulOverflows(node.parameter_count, first_element_bytes, &parameter_bytes) ||
          AddOverflows(*output, parameter_bytes, total))) {
       return InvalidFieldError(at.Str(".parameter_count"),
                                "the node's size overflows 64 bits");
     }
-    if (node.op() != v1::CALL_MODULE) *total = *output;
+    if (op != v1::CALL_MODULE) *total = *output;
     return absl::OkStatus();
   }
 
@@ -523,8 +521,13 @@ class GraphBuilder {
     }
   }
 
-  // Node messages parsed from a serialised graph: node v in slot v % the
-  // slot count, loaded NameIndex::kLookahead nodes before it is added.
+  // The nodes loaded ahead: node v in slot v % the slot count, loaded
+  // NameIndex::kLookahead nodes before it is added. `message` holds a node
+  // DecodeNode left to protobuf.
+  struct LoadedNode {
+    NodeFields fields;
+    v1::Node message;
+  };
   static constexpr int kLoadedSlots = NameIndex::kLookahead + 1;
 
   const GraphSource& source_;
@@ -533,7 +536,7 @@ class GraphBuilder {
   const std::string field_;
   CompactGraph result_;
   int64_t num_nodes_ = 0;
-  v1::Node loaded_[kLoadedSlots];
+  LoadedNode loaded_[kLoadedSlots];
   NodeId unparsed_node_ = -1;            // the first node whose bytes did not parse
   std::vector<NodeId> first_use_stamp_;  // last node that referenced u
   NodeId output_node_ = -1;
