@@ -1,7 +1,6 @@
 #include "planner/entry_points.h"
 
 #include <algorithm>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -135,11 +134,12 @@ absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
   const v1::Graph* parsed = graph_source.parsed();
   if (parsed == nullptr) {
     auto* graph_message = google::protobuf::Arena::CreateMessage<v1::Graph>(&arena);
-    const absl::string_view bytes = graph_source.serialized();
-    if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
-        !graph_message->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-      // The import names the node or field that does not parse.
-      return ImportGraph(graph_source, limits, token).status();
+    ChunkedInputStream bytes(graph_source.serialized());
+    if (!graph_message->ParseFromZeroCopyStream(&bytes)) {
+      // The import names the node or field that does not parse (it reads
+      // the same bytes the same way, so it fails too).
+      const absl::Status status = ImportGraph(graph_source, limits, token).status();
+      return status.ok() ? absl::InternalError("the graph imports but does not parse") : status;
     }
     parsed = graph_message;
   }

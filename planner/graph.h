@@ -131,14 +131,11 @@ class CompactGraph {
 
   // Where each node's whole message is, for NodeReader: the parsed graph the
   // graph was imported from, or the bytes of each node in the serialised
-  // graph it was imported from. Either must outlive the graph.
+  // graph it was imported from (either must outlive the graph), or, for a
+  // node whose bytes straddle two of its pieces, a copy of them.
   const v1::Graph* parsed_ = nullptr;
-  absl::string_view serialized_;
-  struct NodeBytes {
-    uint32_t offset;  // in serialized_, which gRPC bounds to 2 GiB
-    uint32_t size;
-  };
-  std::vector<NodeBytes> node_bytes_;
+  std::vector<absl::string_view> node_bytes_;
+  std::vector<std::shared_ptr<const char[]>> copied_node_bytes_;
   // The graph's name and modules: parsed_ itself, or the fields of the
   // serialised graph other than its nodes, parsed into `owned_header_`.
   const v1::Graph* header_ = nullptr;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -145,7 +146,7 @@ class GraphBuilder {
       result_.header_ = parsed;
       return parsed->nodes_size();
     }
-    const absl::string_view bytes = source_.serialized();
+    const ChunkedBytes& bytes = source_.serialized();
     const auto unparsable = [&] {
       return InvalidFieldError(field_,
                                "the graph's bytes do not parse as partplan.v1.Graph "
@@ -153,13 +154,21 @@ class GraphBuilder {
     };
     std::string header;
     int64_t count = 0;
+    size_t chunk = 0;
     const bool split = SplitField(
         bytes, v1::Graph::kNodesFieldNumber,
-        [&](absl::string_view node) {
+        [&](size_t offset, size_t size) {
           // Beyond the limit, only counted, for the error.
-          if (count++ < limits_.max_nodes) {
-            result_.node_bytes_.push_back({static_cast<uint32_t>(node.data() - bytes.data()),
-                                           static_cast<uint32_t>(node.size())});
+          if (count++ >= limits_.max_nodes) return true;
+          if (std::optional<absl::string_view> node = bytes.Contiguous(offset, size, &chunk)) {
+            result_.node_bytes_.push_back(*node);
+          } else {
+            // A node across two pieces: one of a few per piece of tens of
+            // kilobytes, copied whole.
+            std::shared_ptr<char[]> copy(new char[size]);
+            bytes.CopyTo(offset, size, copy.get());
+            result_.node_bytes_.emplace_back(copy.get(), size);
+            result_.copied_node_bytes_.push_back(std::move(copy));
           }
           return true;
         },
@@ -167,7 +176,6 @@ class GraphBuilder {
     if (!split) return unparsable();
     auto owned_header = std::make_shared<v1::Graph>();
     if (!owned_header->ParseFromString(header)) return unparsable();
-    result_.serialized_ = bytes;
     result_.header_ = owned_header.get();
     result_.owned_header_ = std::move(owned_header);
     return count;
@@ -192,8 +200,7 @@ class GraphBuilder {
     } else {
       // Decoded in place; an encoding DecodeNode leaves to protobuf (see
       // node_fields.h) is parsed into the slot's message.
-      const CompactGraph::NodeBytes& span = result_.node_bytes_[v];
-      const absl::string_view bytes = result_.serialized_.substr(span.offset, span.size);
+      const absl::string_view bytes = result_.node_bytes_[v];
       if (!DecodeNode(bytes, &node.fields)) {
         if (node.message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
           ViewNode(node.message, &node.fields);
@@ -570,10 +577,9 @@ void CompactGraph::AppendNames(absl::Span<const NodeId> ids,
 const v1::Node& NodeReader::Read(NodeId v) {
   if (graph_.parsed_ != nullptr) return graph_.parsed_->nodes(v);
   if (v != read_) {
-    const CompactGraph::NodeBytes& bytes = graph_.node_bytes_[v];
-    // The import parsed these same bytes, so this does not fail.
-    if (!node_.ParseFromArray(graph_.serialized_.data() + bytes.offset,
-                              static_cast<int>(bytes.size))) {
+    const absl::string_view bytes = graph_.node_bytes_[v];
+    // The import read these same bytes, so this does not fail.
+    if (!node_.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
       node_.Clear();
     }
     read_ = v;

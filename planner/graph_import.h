@@ -27,35 +27,38 @@
 #ifndef PARTPLAN_PLANNER_GRAPH_IMPORT_H_
 #define PARTPLAN_PLANNER_GRAPH_IMPORT_H_
 
+#include <utility>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "partplan/v1/graph.pb.h"
 #include "planner/cancellation.h"
 #include "planner/graph.h"
 #include "planner/limits.h"
+#include "planner/serialized_request.h"
 
 namespace partplan {
 
 // Where ImportGraph reads the graph from: a parsed v1::Graph, or the
-// serialised bytes of one (e.g. the graph field of a request as received,
-// see serialized_request.h). Either must outlive the imported graph, which
-// points into it.
+// serialised bytes of one, whole or in pieces (e.g. the graph field of a
+// request as received, see serialized_request.h). Either must outlive the
+// imported graph, which points into it.
 class GraphSource {
  public:
   // Implicit, so that a message's graph() can be passed as is.
   GraphSource(const v1::Graph& parsed) : parsed_(&parsed) {}  // NOLINT
-  static GraphSource Serialized(absl::string_view bytes) { return GraphSource(bytes); }
+  static GraphSource Serialized(ChunkedBytes bytes) { return GraphSource(std::move(bytes)); }
 
   // The parsed graph, or null for a serialised one.
   const v1::Graph* parsed() const { return parsed_; }
   // The serialised graph's bytes (empty for a parsed one).
-  absl::string_view serialized() const { return serialized_; }
+  const ChunkedBytes& serialized() const { return serialized_; }
 
  private:
-  explicit GraphSource(absl::string_view bytes) : serialized_(bytes) {}
+  explicit GraphSource(ChunkedBytes bytes) : serialized_(std::move(bytes)) {}
 
   const v1::Graph* parsed_ = nullptr;
-  absl::string_view serialized_;
+  ChunkedBytes serialized_;
 };
 
 // `field` is the request's path to `graph`, used as the prefix of error

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -55,43 +54,32 @@ int DeviceCount(const Request& request) {
   }
 }
 
-// A received request's bytes in one block, for its graph to be imported in
-// place (gRPC receives a large message as many slices). Takes them from the
-// call's buffer, and releases each slice as soon as it is copied, so that
-// the request is held about once, not twice.
-class ContiguousRequest {
+// A received request's bytes, read where gRPC put them: a large message
+// arrives as thousands of slices, and gathering them into one block would
+// hold it twice. Takes the slices from the call's buffer (which then holds
+// none) and keeps them for as long as the graph is read from them.
+class ReceivedRequest {
  public:
-  explicit ContiguousRequest(grpc::ByteBuffer* buffer) {
-    std::vector<grpc::Slice> slices;
-    if (!buffer->Valid() || !buffer->Dump(&slices).ok()) return;
+  explicit ReceivedRequest(grpc::ByteBuffer* buffer) {
+    if (!buffer->Valid() || !buffer->Dump(&slices_).ok()) return;
     buffer->Clear();
     valid_ = true;
-    if (slices.size() == 1) {
-      single_ = std::move(slices[0]);
-      bytes_ = absl::string_view(reinterpret_cast<const char*>(single_.begin()), single_.size());
-      return;
+    std::vector<absl::string_view> chunks;
+    chunks.reserve(slices_.size());
+    for (const grpc::Slice& slice : slices_) {
+      chunks.emplace_back(reinterpret_cast<const char*>(slice.begin()), slice.size());
     }
-    size_t size = 0;
-    for (const grpc::Slice& slice : slices) size += slice.size();
-    copy_.reset(new char[size]);  // not zeroed: every byte is written next
-    size_t offset = 0;
-    for (grpc::Slice& slice : slices) {
-      std::memcpy(copy_.get() + offset, slice.begin(), slice.size());
-      offset += slice.size();
-      slice = grpc::Slice();
-    }
-    bytes_ = absl::string_view(copy_.get(), size);
+    bytes_ = ChunkedBytes(chunks);
   }
 
   // False when the call carried no message.
   bool valid() const { return valid_; }
-  absl::string_view bytes() const { return bytes_; }
+  const ChunkedBytes& bytes() const { return bytes_; }
 
  private:
   bool valid_ = false;
-  grpc::Slice single_;
-  std::unique_ptr<char[]> copy_;
-  absl::string_view bytes_;
+  std::vector<grpc::Slice> slices_;
+  ChunkedBytes bytes_;
 };
 
 }  // namespace
@@ -269,15 +257,14 @@ absl::Status PlannerService::Answer(PlannerRpc rpc, BackendMethod<Request, Respo
   // straight from its bytes, which stay here until the plan is made. A
   // request that does not split that way (not a well-formed message, or a
   // graph sent in pieces, which protobuf merges) is parsed whole.
-  const ContiguousRequest bytes(request);
+  const ReceivedRequest received(request);
   auto* parsed = google::protobuf::Arena::CreateMessage<Request>(&call.arena());
-  const std::optional<absl::string_view> graph_bytes =
-      bytes.valid() ? ParseAllButGraph(bytes.bytes(), parsed) : std::nullopt;
+  const std::optional<ChunkedBytes> graph_bytes =
+      received.valid() ? ParseAllButGraph(received.bytes(), parsed) : std::nullopt;
   if (!graph_bytes.has_value()) {
     parsed->Clear();
-    if (!bytes.valid() ||
-        bytes.bytes().size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
-        !parsed->ParseFromArray(bytes.bytes().data(), static_cast<int>(bytes.bytes().size()))) {
+    ChunkedInputStream whole(received.bytes());
+    if (!received.valid() || !parsed->ParseFromZeroCopyStream(&whole)) {
       return absl::InvalidArgumentError(
           absl::StrCat("the request does not parse as ", Request::descriptor()->full_name(),
                        ", the request message of /", kPlannerServiceName, "/", RpcName(rpc),

@@ -117,7 +117,7 @@ void BM_PlanOnArena(benchmark::State& state) {
   for (auto _ : state) {
     google::protobuf::Arena arena(CallArenaOptions());
     auto* request = google::protobuf::Arena::CreateMessage<v1::PartitionGraphRequest>(&arena);
-    const std::optional<absl::string_view> graph = ParseAllButGraph(bytes, request);
+    const std::optional<ChunkedBytes> graph = ParseAllButGraph(bytes, request);
     auto* response = google::protobuf::Arena::CreateMessage<v1::PartitionGraphResponse>(&arena);
     const absl::Status status = graph.has_value()
                                     ? PartitionGraph(*request, GraphSource::Serialized(*graph),

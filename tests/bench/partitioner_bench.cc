@@ -59,7 +59,7 @@ void RunAsServer(benchmark::State& state,
   const std::string bytes = built.SerializeAsString();
   google::protobuf::Arena request_arena(CallArenaOptions());
   auto* request = google::protobuf::Arena::CreateMessage<Request>(&request_arena);
-  const std::optional<absl::string_view> graph = ParseAllButGraph(bytes, request);
+  const std::optional<ChunkedBytes> graph = ParseAllButGraph(bytes, request);
   if (!graph.has_value()) {
     state.SkipWithError("the request does not parse");
     return;

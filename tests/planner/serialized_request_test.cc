@@ -1,6 +1,7 @@
 #include "planner/serialized_request.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "partplan/v1/planner_service.pb.h"
@@ -22,12 +23,12 @@ TEST(ParseAllButGraphTest, ParsesTheOtherFieldsAndReturnsTheGraphsBytes) {
   const v1::PartitionGraphRequest request = Request();
   const std::string bytes = request.SerializeAsString();
   v1::PartitionGraphRequest rest;
-  const std::optional<absl::string_view> graph = ParseAllButGraph(bytes, &rest);
+  const std::optional<ChunkedBytes> graph = ParseAllButGraph(bytes, &rest);
   ASSERT_TRUE(graph.has_value());
   EXPECT_FALSE(rest.has_graph());
   EXPECT_EQ(rest.devices().SerializeAsString(), request.devices().SerializeAsString());
   EXPECT_EQ(rest.config().mode(), v1::PartitionerConfig::SIZE_BASED);
-  EXPECT_EQ(*graph, request.graph().SerializeAsString());
+  EXPECT_EQ(graph->Flatten(), request.graph().SerializeAsString());
   EXPECT_EQ(CountSerializedNodes(*graph), 2);
 }
 
@@ -35,8 +36,8 @@ TEST(ParseAllButGraphTest, AnAbsentGraphIsEmpty) {
   v1::PartitionGraphRequest request = Request();
   request.clear_graph();
   v1::PartitionGraphRequest rest;
-  const std::optional<absl::string_view> graph =
-      ParseAllButGraph(request.SerializeAsString(), &rest);
+  const std::string bytes = request.SerializeAsString();
+  const std::optional<ChunkedBytes> graph = ParseAllButGraph(bytes, &rest);
   ASSERT_TRUE(graph.has_value());
   EXPECT_TRUE(graph->empty());
   EXPECT_EQ(CountSerializedNodes(*graph), 0);
@@ -59,10 +60,10 @@ TEST(ParseAllButGraphTest, MalformedBytesDoNotSplit) {
   const std::string bytes = Request().SerializeAsString();
   v1::PartitionGraphRequest rest;
   // Truncated inside the graph's payload, a bad tag, a length past the end.
-  EXPECT_FALSE(ParseAllButGraph(bytes.substr(0, 5), &rest).has_value());
-  EXPECT_FALSE(ParseAllButGraph(std::string("\x00\x01", 2), &rest).has_value());
-  EXPECT_FALSE(ParseAllButGraph(std::string("\x0a\xff\xff\x03", 4), &rest).has_value());
-  EXPECT_EQ(CountSerializedNodes(std::string("\x12\x05", 2)), -1);
+  EXPECT_FALSE(ParseAllButGraph(absl::string_view(bytes).substr(0, 5), &rest).has_value());
+  EXPECT_FALSE(ParseAllButGraph(absl::string_view("\x00\x01", 2), &rest).has_value());
+  EXPECT_FALSE(ParseAllButGraph(absl::string_view("\x0a\xff\xff\x03", 4), &rest).has_value());
+  EXPECT_EQ(CountSerializedNodes(absl::string_view("\x12\x05", 2)), -1);
 }
 
 TEST(SplitFieldTest, KeepsEveryOtherFieldIncludingUnknownOnes) {
@@ -76,11 +77,64 @@ TEST(SplitFieldTest, KeepsEveryOtherFieldIncludingUnknownOnes) {
   std::string rest;
   int graphs = 0;
   ASSERT_TRUE(SplitField(
-      bytes, 1, [&](absl::string_view) { return ++graphs, true; }, &rest));
+      bytes, 1, [&](size_t, size_t) { return ++graphs, true; }, &rest));
   EXPECT_EQ(graphs, 1);
   v1::PartitionGraphRequest expected = request;
   expected.clear_graph();
   EXPECT_EQ(rest, expected.SerializeAsString() + unknown + wrong_type);
+}
+
+// `bytes` cut into pieces of `piece` bytes (the last shorter).
+std::vector<absl::string_view> Pieces(absl::string_view bytes, size_t piece) {
+  std::vector<absl::string_view> pieces;
+  for (size_t at = 0; at < bytes.size(); at += piece) pieces.push_back(bytes.substr(at, piece));
+  return pieces;
+}
+
+TEST(ChunkedBytesTest, ReadsRangesAcrossPieces) {
+  const std::string text = "abcdefghijklmnopqrstuvwxyz";
+  const ChunkedBytes bytes(Pieces(text, 5));
+  ASSERT_EQ(bytes.size(), text.size());
+  EXPECT_EQ(bytes.chunks().size(), 6u);
+  EXPECT_EQ(bytes.Flatten(), text);
+  for (size_t offset = 0; offset <= text.size(); ++offset) {
+    for (size_t size = 0; offset + size <= text.size(); ++size) {
+      EXPECT_EQ(bytes.Sub(offset, size).Flatten(), text.substr(offset, size));
+      std::string appended = "<";
+      bytes.AppendTo(offset, size, &appended);
+      EXPECT_EQ(appended, "<" + text.substr(offset, size));
+      size_t chunk = 0;
+      const std::optional<absl::string_view> view = bytes.Contiguous(offset, size, &chunk);
+      // Within one piece of five exactly when start and end share it.
+      const bool within = size == 0 || offset / 5 == (offset + size - 1) / 5;
+      ASSERT_EQ(view.has_value(), within) << offset << "+" << size;
+      if (within) {
+        EXPECT_EQ(*view, text.substr(offset, size));
+      }
+    }
+  }
+}
+
+TEST(ChunkedBytesTest, ProtobufParsesAndSplitsThemInAnyPieces) {
+  v1::PartitionGraphRequest request = Request();
+  for (int i = 0; i < 50; ++i) {
+    request.mutable_graph()->add_nodes()->set_name("node_" + std::to_string(i));
+  }
+  const std::string bytes = request.SerializeAsString();
+  for (size_t piece : {1, 2, 3, 7, 64, 1000}) {
+    const ChunkedBytes chunked(Pieces(bytes, piece));
+    v1::PartitionGraphRequest parsed;
+    ChunkedInputStream stream(chunked);
+    ASSERT_TRUE(parsed.ParseFromZeroCopyStream(&stream)) << piece;
+    EXPECT_EQ(parsed.SerializeAsString(), bytes);
+
+    v1::PartitionGraphRequest rest;
+    const std::optional<ChunkedBytes> graph = ParseAllButGraph(chunked, &rest);
+    ASSERT_TRUE(graph.has_value()) << piece;
+    EXPECT_EQ(graph->Flatten(), request.graph().SerializeAsString());
+    EXPECT_EQ(rest.devices().SerializeAsString(), request.devices().SerializeAsString());
+    EXPECT_EQ(CountSerializedNodes(*graph), 52);
+  }
 }
 
 }  // namespace
