@@ -1,7 +1,8 @@
 // The fuzzers of partplan: each takes the bytes libFuzzer gives as a
-// serialised request of one RPC, parses it as the server does, runs the
-// planner library's entry point, and aborts (a finding) when the answer
-// breaks the contract entry_points.h states:
+// serialised request of one RPC, reads it as the server does (its graph
+// imported from the bytes) and parsed whole, runs the planner library's
+// entry point both ways, and aborts (a finding) when the two answers differ
+// or an answer breaks the contract entry_points.h states:
 //   - the code is OK, INVALID_ARGUMENT or FAILED_PRECONDITION (never
 //     INTERNAL, UNKNOWN, CANCELLED, ...);
 //   - INVALID_ARGUMENT names the field (a BadRequest path) and its message
@@ -29,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -38,6 +40,7 @@
 #include "planner/cancellation.h"
 #include "planner/entry_points.h"
 #include "planner/limits.h"
+#include "planner/serialized_request.h"
 #include "server/planner_rpc.h"
 
 namespace partplan::fuzz {
@@ -69,31 +72,70 @@ std::string Serialize(const google::protobuf::Message& message);
 // found nothing to edit.
 bool MutateMessage(google::protobuf::Message* message, std::mt19937_64& random);
 
-// One fuzzer: parse, run, check.
+// Runs `entry` on `request` and `graph`, checks the contract, and returns
+// the status and (its wall times cleared) the response's bytes.
 template <typename Request, typename Response>
-int RunOne(const uint8_t* data, size_t size,
-           absl::Status (*entry)(const Request&, const InputLimits&, const CancellationToken&,
-                                 Response*),
-           absl::string_view rpc) {
-  Request request;
-  if (!request.ParseFromArray(data, static_cast<int>(size))) return -1;  // not a request
-  const InputLimits limits = FuzzLimits();
+absl::Status RunChecked(absl::Status (*entry)(const Request&, const GraphSource&,
+                                              const InputLimits&, const CancellationToken&,
+                                              Response*),
+                        const Request& request, const GraphSource& graph, absl::string_view rpc,
+                        std::string* response_bytes) {
   CancellationToken token;
   Response response;
-  const absl::Status status = entry(request, limits, token, &response);
+  const absl::Status status = entry(request, graph, FuzzLimits(), token, &response);
   CheckStatusContract(status, rpc);
-  if (!status.ok()) return 0;
-  CheckResponseContract(response, rpc);
-  Response again;
-  CancellationToken token_again;
-  const absl::Status status_again = entry(request, limits, token_again, &again);
-  if (!status_again.ok()) {
-    FailWith(rpc, "the same request failed the second time: " + status_again.ToString());
+  if (status.ok()) {
+    CheckResponseContract(response, rpc);
+    ClearWallTimes(&response);
+    *response_bytes = Serialize(response);
   }
-  ClearWallTimes(&response);
-  ClearWallTimes(&again);
-  if (Serialize(response) != Serialize(again)) {
-    FailWith(rpc, "the same request gave two different responses");
+  return status;
+}
+
+// One fuzzer: the request run both ways the server may run it, its graph
+// imported from the bytes (the request's other fields parsed) and parsed
+// whole, each checked; the two must give the same answer, and the same
+// again on a second run. Bytes that do not parse whole but split get
+// INVALID_ARGUMENT from the import of their graph, as the server answers.
+template <typename Request, typename Response>
+int RunOne(const uint8_t* data, size_t size,
+           absl::Status (*entry)(const Request&, const GraphSource&, const InputLimits&,
+                                 const CancellationToken&, Response*),
+           absl::string_view rpc) {
+  const absl::string_view bytes(reinterpret_cast<const char*>(data), size);
+  Request rest;
+  const std::optional<ChunkedBytes> graph_bytes = ParseAllButGraph(bytes, &rest);
+  Request request;
+  const bool parses = request.ParseFromArray(data, static_cast<int>(size));
+  if (!parses && !graph_bytes.has_value()) return -1;  // not a request
+
+  std::string from_bytes, from_bytes_again, from_parse;
+  if (graph_bytes.has_value()) {
+    const GraphSource graph = GraphSource::Serialized(*graph_bytes);
+    const absl::Status status = RunChecked(entry, rest, graph, rpc, &from_bytes);
+    if (!parses) {
+      if (status.code() != absl::StatusCode::kInvalidArgument) {
+        FailWith(rpc, "a graph that does not parse was not INVALID_ARGUMENT: " + status.ToString());
+      }
+      return 0;
+    }
+    const absl::Status again = RunChecked(entry, rest, graph, rpc, &from_bytes_again);
+    if (again != status || from_bytes_again != from_bytes) {
+      FailWith(rpc, "the same request gave two different answers from its bytes");
+    }
+    const absl::Status parsed_status =
+        RunChecked(entry, request, request.graph(), rpc, &from_parse);
+    if (parsed_status != status || from_parse != from_bytes) {
+      FailWith(rpc, "the graph's bytes and its parse gave different answers: " + status.ToString() +
+                        " against " + parsed_status.ToString());
+    }
+    return 0;
+  }
+  // A graph in pieces (protobuf merges them): the server parses it whole.
+  const absl::Status status = RunChecked(entry, request, request.graph(), rpc, &from_parse);
+  const absl::Status again = RunChecked(entry, request, request.graph(), rpc, &from_bytes_again);
+  if (again != status || from_bytes_again != from_parse) {
+    FailWith(rpc, "the same request gave two different answers");
   }
   return 0;
 }

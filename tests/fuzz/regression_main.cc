@@ -2,11 +2,15 @@
 // linked fuzzer over inputs and exits 0 unless a check aborts.
 //
 //   bazel-bin/tests/fuzz/partition_graph_fuzzer crash-1234 corpus_dir/   # replay
-//   partition_graph_fuzzer_regression_test: --seeds --mutations=8 tests/fuzz/regressions/partition_graph
+//   partition_graph_fuzzer_regression_test: --seeds --mutations=8
+//   tests/fuzz/regressions/partition_graph
 //
 // --seeds adds the seed corpus (corpus.h) from the workspace; --mutations=N
-// also runs N message edits (MutateMessage) of every seed, with fixed
-// random seeds, so that the regression tests fuzz a little, reproducibly.
+// also runs N message edits (MutateMessage) of every seed and N byte edits
+// (a byte changed or dropped, or the bytes cut short: mostly requests that
+// no longer parse, whose graph the import must refuse by its bytes), with
+// fixed random seeds, so that the regression tests fuzz a little,
+// reproducibly.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -94,6 +98,7 @@ int main(int argc, char** argv) {
     ++runs;
   }
   int mutated = 0;
+  int corrupted = 0;
   for (size_t i = 0; i < seed_inputs.size(); ++i) {
     Run(seed_inputs[i]);
     ++runs;
@@ -105,10 +110,31 @@ int main(int argc, char** argv) {
       Run(bytes);
       ++runs;
       ++mutated;
+
+      bytes = seed_inputs[i];
+      for (int step = 0; step <= k % 3 && !bytes.empty(); ++step) {
+        const size_t at = random() % bytes.size();
+        switch (random() % 3) {
+          case 0:
+            bytes[at] = static_cast<char>(random() & 0xff);
+            break;
+          case 1:
+            bytes.erase(at, 1);
+            break;
+          default:
+            bytes.resize(at);
+            break;
+        }
+      }
+      Run(bytes);
+      ++runs;
+      ++corrupted;
     }
   }
-  std::printf("%s: ran %d inputs (%zu files, %zu seeds, %d message edits of them)\n",
-              partplan::fuzz::FuzzerName(target.rpc).c_str(), runs, files.size(),
-              seed_inputs.size(), mutated);
+  std::printf(
+      "%s: ran %d inputs (%zu files, %zu seeds, %d message edits and %d byte edits of "
+      "them)\n",
+      partplan::fuzz::FuzzerName(target.rpc).c_str(), runs, files.size(), seed_inputs.size(),
+      mutated, corrupted);
   return 0;
 }
