@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -71,6 +72,22 @@ int64_t DtypeElementBytes(absl::string_view dtype) {
   return 0;
 }
 
+namespace {
+
+// Writes the shortest varint of `size` to `out` (room for five bytes);
+// returns its length.
+size_t WriteLengthPrefix(uint32_t size, char* out) {
+  size_t length = 0;
+  while (size >= 0x80) {
+    out[length++] = static_cast<char>((size & 0x7f) | 0x80);
+    size >>= 7;
+  }
+  out[length++] = static_cast<char>(size);
+  return length;
+}
+
+}  // namespace
+
 // Prefetches every cache line of a message object (its fields, not what they
 // point to): a Node's fields span two lines.
 template <typename Message>
@@ -105,7 +122,7 @@ class GraphBuilder {
     // Most graphs read one to two nodes per node: room for 1.5 spares most
     // of the copies of growing a large array.
     result_.input_ids_.reserve(n + n / 2);
-    result_.name_offsets_.reserve(n + 1);
+    result_.names_.reserve(n);
     result_.name_index_.Reserve(n);
     first_use_stamp_.assign(n, -1);
     num_nodes_ = n;
@@ -160,16 +177,26 @@ class GraphBuilder {
         [&](size_t offset, size_t size) {
           // Beyond the limit, only counted, for the error.
           if (count++ >= limits_.max_nodes) return true;
-          if (std::optional<absl::string_view> node = bytes.Contiguous(offset, size, &chunk)) {
-            result_.node_bytes_.push_back(*node);
-          } else {
-            // A node across two pieces: one of a few per piece of tens of
-            // kilobytes, copied whole.
-            std::shared_ptr<char[]> copy(new char[size]);
-            bytes.CopyTo(offset, size, copy.get());
-            result_.node_bytes_.emplace_back(copy.get(), size);
-            result_.copied_node_bytes_.push_back(std::move(copy));
+          // The node is kept as its length prefix (the shortest varint of
+          // its size, as serialisers write it) followed by its bytes: in
+          // place when that is what precedes it within one piece, else a
+          // copy (a node across two pieces: a few per piece of tens of
+          // kilobytes).
+          char prefix[5];
+          const size_t prefix_size = WriteLengthPrefix(static_cast<uint32_t>(size), prefix);
+          if (offset >= prefix_size) {
+            const std::optional<absl::string_view> in_place =
+                bytes.Contiguous(offset - prefix_size, prefix_size + size, &chunk);
+            if (in_place.has_value() && std::memcmp(in_place->data(), prefix, prefix_size) == 0) {
+              result_.node_starts_.push_back(in_place->data());
+              return true;
+            }
           }
+          std::shared_ptr<char[]> copy(new char[prefix_size + size]);
+          std::memcpy(copy.get(), prefix, prefix_size);
+          bytes.CopyTo(offset, size, copy.get() + prefix_size);
+          result_.node_starts_.push_back(copy.get());
+          result_.copies_.push_back(std::move(copy));
           return true;
         },
         &header);
@@ -186,13 +213,17 @@ class GraphBuilder {
   // views its parsed message. Keeps its name; returns it.
   absl::string_view LoadNode(int64_t v) {
     LoadedNode& node = loaded_[v % kLoadedSlots];
+    // The name is a view into the parsed graph or the bytes, which outlive
+    // the graph, except for a node parsed into the slot's message.
+    bool name_in_slot = false;
     if (const v1::Graph* parsed = result_.parsed_; parsed != nullptr) {
       // A parsed request is read once, so every node is a cache miss at
       // first touch: the message is prefetched a lookahead before its name's
       // characters, and those a lookahead before they are hashed.
       constexpr int kAhead = NameIndex::kLookahead;
-      if (v + 2 * kAhead < num_nodes_)
+      if (v + 2 * kAhead < num_nodes_) {
         PrefetchMessage(parsed->nodes(static_cast<int>(v + 2 * kAhead)));
+      }
       if (v + kAhead < num_nodes_) {
         __builtin_prefetch(parsed->nodes(static_cast<int>(v + kAhead)).name().data());
       }
@@ -200,19 +231,25 @@ class GraphBuilder {
     } else {
       // Decoded in place; an encoding DecodeNode leaves to protobuf (see
       // node_fields.h) is parsed into the slot's message.
-      const absl::string_view bytes = result_.node_bytes_[v];
+      const absl::string_view bytes = result_.NodeBytes(static_cast<NodeId>(v));
       if (!DecodeNode(bytes, &node.fields)) {
         if (node.message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
           ViewNode(node.message, &node.fields);
+          name_in_slot = true;
         } else {
           node.fields.Clear();
           if (unparsed_node_ < 0) unparsed_node_ = static_cast<NodeId>(v);
         }
       }
     }
-    const absl::string_view name = node.fields.name;
-    result_.name_chars_.append(name.data(), name.size());
-    result_.name_offsets_.push_back(static_cast<int64_t>(result_.name_chars_.size()));
+    absl::string_view name = node.fields.name;
+    if (name_in_slot && !name.empty()) {
+      std::shared_ptr<char[]> copy(new char[name.size()]);
+      std::memcpy(copy.get(), name.data(), name.size());
+      name = absl::string_view(copy.get(), name.size());
+      result_.copies_.push_back(std::move(copy));
+    }
+    result_.names_.push_back(name);
     return name;
   }
 
@@ -301,7 +338,10 @@ class GraphBuilder {
       PARTPLAN_RETURN_IF_ERROR(AddValues(v, node.values_of(kwarg), ValuesPath{at, k},
                                          /*exactly_one=*/true));
     }
-    result_.input_offsets_.push_back(static_cast<int64_t>(result_.input_ids_.size()));
+    if (result_.input_ids_.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      return InvalidFieldError(NodesField(), "the graph has more than 2^31 - 1 edges");
+    }
+    result_.input_offsets_.push_back(static_cast<int32_t>(result_.input_ids_.size()));
     return absl::OkStatus();
   }
 
@@ -517,11 +557,11 @@ class GraphBuilder {
   // order, with no second array of positions).
   void BuildUsers() {
     const int32_t n = result_.num_nodes();
-    std::vector<int64_t>& offsets = result_.user_offsets_;
+    std::vector<int32_t>& offsets = result_.user_offsets_;
     offsets.assign(n + 1, 0);
     for (NodeId u : result_.input_ids_) ++offsets[u];
     for (int32_t v = 1; v < n; ++v) offsets[v] += offsets[v - 1];
-    offsets[n] = static_cast<int64_t>(result_.input_ids_.size());
+    offsets[n] = static_cast<int32_t>(result_.input_ids_.size());
     result_.user_ids_.resize(result_.input_ids_.size());
     for (NodeId v = n - 1; v >= 0; --v) {
       for (NodeId u : result_.inputs(v)) result_.user_ids_[--offsets[u]] = v;
@@ -562,22 +602,34 @@ absl::StatusOr<CompactGraph> ImportGraph(const GraphSource& graph, const InputLi
 
 void CompactGraph::AppendNames(absl::Span<const NodeId> ids,
                                google::protobuf::RepeatedPtrField<std::string>* out) const {
-  // Two stages: a name's offsets kAhead names ahead, its characters half as
+  // Two stages: a name's view kAhead names ahead, its characters half as
   // far.
   constexpr size_t kAhead = NameIndex::kLookahead;
   out->Reserve(out->size() + static_cast<int>(ids.size()));
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (i + kAhead < ids.size()) __builtin_prefetch(&name_offsets_[ids[i + kAhead]]);
+    if (i + kAhead < ids.size()) __builtin_prefetch(&names_[ids[i + kAhead]]);
     if (i + kAhead / 2 < ids.size()) __builtin_prefetch(name(ids[i + kAhead / 2]).data());
     const absl::string_view node_name = name(ids[i]);
     out->Add()->assign(node_name.data(), node_name.size());
   }
 }
 
+absl::string_view CompactGraph::NodeBytes(NodeId v) const {
+  // A varint the import wrote or checked (WriteLengthPrefix).
+  const char* p = node_starts_[v];
+  uint32_t size = 0;
+  for (int shift = 0;; shift += 7) {
+    const uint8_t byte = static_cast<uint8_t>(*p++);
+    size |= static_cast<uint32_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) break;
+  }
+  return absl::string_view(p, size);
+}
+
 const v1::Node& NodeReader::Read(NodeId v) {
   if (graph_.parsed_ != nullptr) return graph_.parsed_->nodes(v);
   if (v != read_) {
-    const absl::string_view bytes = graph_.node_bytes_[v];
+    const absl::string_view bytes = graph_.NodeBytes(v);
     // The import read these same bytes, so this does not fail.
     if (!node_.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
       node_.Clear();

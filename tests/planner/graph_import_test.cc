@@ -472,5 +472,29 @@ TEST(ImportGraphTest, KeepsLatenciesAndFlopsOnlyWhenSomeNodeHasThem) {
   EXPECT_EQ(some->flops(4), 0.0);
 }
 
+TEST(ImportSerializedGraphTest, ReadsNodesWhoseLengthIsWrittenLong) {
+  // Each node's length as a two-byte varint even when one would do: valid
+  // protobuf, though no serialiser writes it; the import copies such nodes.
+  const v1::Graph proto = Diamond();
+  std::string bytes;
+  for (const v1::Node& node : proto.nodes()) {
+    const std::string payload = node.SerializeAsString();
+    ASSERT_LT(payload.size(), 128u);
+    bytes += '\x12';  // field 2 (nodes), length-delimited
+    bytes += static_cast<char>(payload.size() | 0x80);
+    bytes += '\x00';
+    bytes += payload;
+  }
+  v1::Graph parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));
+  CancellationToken token;
+  absl::StatusOr<CompactGraph> expected = ImportGraph(parsed, InputLimits(), token);
+  absl::StatusOr<CompactGraph> graph =
+      ImportGraph(GraphSource::Serialized(bytes), InputLimits(), token);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ExpectSameGraph(*expected, *graph);
+}
+
 }  // namespace
 }  // namespace partplan
