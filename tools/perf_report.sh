@@ -284,8 +284,8 @@ parse_arena = seconds(e2e["BM_ParseRequestArena/1000000"])
 row("size_based end to end, 10^6 nodes", f"{end:.2f} s", "<= 1 s", end <= 1)
 row("  / bare ParseFromString of its request", f"{end / parse:.1f}x ({parse:.2f} s parse)", "<= 3x",
     end / parse <= 3)
-row("  / the same parse on an arena (the server's)", f"{end / parse_arena:.1f}x ({parse_arena:.2f} s)",
-    "(<= 3x)", end / parse_arena <= 3)
+row("  (for scale) / protobuf's parse on an arena, which the server no longer does",
+    f"{end / parse_arena:.1f}x ({parse_arena:.2f} s)", "(<= 3x)", end / parse_arena <= 3)
 
 # 16,002 nodes vs torch.fx.
 ours_planner = seconds(partitioner["BM_PartitionGraphSizeBased/residual/16002"])
@@ -360,14 +360,13 @@ for name, label in [("partition_graph_cache_on", "PartitionGraph, default server
             f"request {request / 2**20:.0f} MiB)", "<= 4x", peak / request <= 4)
 arena = e2e.get("BM_ParseRequestArena/1000000")
 if arena:
-    row("  floor: request parsed on an arena / serialised",
-        f"{arena['parsed_bytes'] / arena['request_bytes']:.1f}x ({arena['parsed_bytes'] / 2**20:.0f} MiB)",
-        "(bound)", arena["parsed_bytes"] / arena["request_bytes"] <= 4)
+    print(f"\nFor scale: the request parsed into protobuf's messages (on an arena), which the server "
+          f"no longer does, is {arena['parsed_bytes'] / arena['request_bytes']:.1f}x its bytes "
+          f"({arena['parsed_bytes'] / 2**20:.0f} MiB)")
 
 # Where the 10^6 end-to-end time goes: the stages timed alone.
 stages = [("client serialises request", "BM_SerializeRequest/1000000"),
-          ("server parses request (arena)", "BM_ParseRequestArena/1000000"),
-          ("import + size_based + response (arena)", "BM_PlanOnArena/1000000"),
+          ("server: graph from its bytes, size_based, response", "BM_PlanOnArena/1000000"),
           ("server serialises response", "BM_SerializeResponse/1000000"),
           ("client parses response (arena)", "BM_ParseResponseArena/1000000")]
 print("\nEnd to end at 10^6 nodes, stage by stage:")
@@ -375,9 +374,12 @@ total = 0
 for label, name in stages:
     if name in e2e:
         total += seconds(e2e[name])
-        print(f"  {label:42s} {seconds(e2e[name]) * 1e3:8.0f} ms")
-print(f"  {'sum of the stages':42s} {total * 1e3:8.0f} ms")
-print(f"  {'measured end to end':42s} {end * 1e3:8.0f} ms (the rest: gRPC, loopback, scheduling)")
+        print(f"  {label:52s} {seconds(e2e[name]) * 1e3:8.0f} ms")
+print(f"  {'sum of the stages':52s} {total * 1e3:8.0f} ms")
+print(f"  {'measured end to end':52s} {end * 1e3:8.0f} ms (the rest: gRPC, loopback, scheduling)")
+if "BM_ParseRequestArena/1000000" in e2e:
+    print(f"  {'(not on the path: protobuf parse, arena)':52s} "
+          f"{seconds(e2e['BM_ParseRequestArena/1000000']) * 1e3:8.0f} ms")
 
 with open(os.path.join(out, "name_index_bench.json")) as f:
     names = {r["name"]: r for r in json.load(f)["benchmarks"]}
