@@ -1,9 +1,10 @@
-// The protobuf Arena each call's request and response live on, freed in one
-// go when the call has serialised its response.
+// The protobuf Arena each call's request (its fields but the graph, which is
+// read from its bytes) and response live on, freed in one go when gRPC is
+// done with the call.
 //
-// A 10^6-node graph is millions of small messages and strings; parsing it
-// and building its plan on an arena turns each of those allocations into a
-// pointer bump and makes freeing them nearly free (docs/performance.md).
+// A 10^6-node plan is millions of small messages and strings; building it
+// on an arena turns each of those allocations into a pointer bump and makes
+// freeing them nearly free (docs/performance.md).
 //
 //   google::protobuf::Arena arena(CallArenaOptions());
 //   auto* request =

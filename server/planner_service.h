@@ -12,8 +12,11 @@
 //     method, graph size, status code, duration and x-request-id;
 //   - with an authenticator (auth.h), a call without an accepted bearer
 //     token gets UNAUTHENTICATED before anything is queued;
-//   - every RPC takes and answers raw bytes, parsed on the planner thread
-//     onto an arena of the call's (call_arena.h), so that:
+//   - every RPC takes and answers raw bytes, read on the planner thread:
+//     the request's fields but its graph parsed onto an arena of the call's
+//     (call_arena.h), the graph imported from the bytes where gRPC put them
+//     (planner/serialized_request.h; a request that does not split that way
+//     is parsed whole), so that:
 //   - with a plan cache (plan_cache.h), a planning request whose bytes were
 //     seen before is answered with the bytes of its first answer, without
 //     being parsed;
@@ -97,7 +100,7 @@ class PlannerService final : public RawPlannerCallbackService {
                                    grpc::CallbackServerContext* context,
                                    const grpc::ByteBuffer* request, grpc::ByteBuffer* response);
 
-  // Answers the call on a planner thread: from the cache, or by parsing,
+  // Answers the call on a planner thread: from the cache, or by reading,
   // planning and serialising into `response`.
   template <typename Request, typename Response>
   absl::Status Answer(PlannerRpc rpc, BackendMethod<Request, Response> plan, PlannerCall& call,
