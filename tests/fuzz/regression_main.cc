@@ -24,6 +24,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "tests/fuzz/byte_edits.h"
 #include "tests/fuzz/corpus.h"
 #include "tests/fuzz/fuzz_harness.h"
 
@@ -112,20 +113,7 @@ int main(int argc, char** argv) {
       ++mutated;
 
       bytes = seed_inputs[i];
-      for (int step = 0; step <= k % 3 && !bytes.empty(); ++step) {
-        const size_t at = random() % bytes.size();
-        switch (random() % 3) {
-          case 0:
-            bytes[at] = static_cast<char>(random() & 0xff);
-            break;
-          case 1:
-            bytes.erase(at, 1);
-            break;
-          default:
-            bytes.resize(at);
-            break;
-        }
-      }
+      partplan::fuzz::EditBytes(&bytes, 1 + k % 3, random);
       Run(bytes);
       ++runs;
       ++corrupted;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/fuzz/byte_edits.h"
 
 namespace partplan {
 namespace {
@@ -164,21 +165,7 @@ TEST(DecodeNodeTest, AcceptsOnlyWhatParsesTheSame) {
   for (int i = 0; i < 20000; ++i) {
     std::string bytes = nodes.Next().SerializeAsString();
     if (bytes.empty()) continue;
-    // One to three edits: a byte changed, a byte dropped, or a cut.
-    for (int edits = 1 + random() % 3; edits > 0 && !bytes.empty(); --edits) {
-      const size_t at = random() % bytes.size();
-      switch (random() % 3) {
-        case 0:
-          bytes[at] = static_cast<char>(random() & 0xff);
-          break;
-        case 1:
-          bytes.erase(at, 1);
-          break;
-        default:
-          bytes.resize(at);
-          break;
-      }
-    }
+    fuzz::EditBytes(&bytes, 1 + static_cast<int>(random() % 3), random);
     v1::Node parsed;
     const bool parses = parsed.ParseFromString(bytes);
     if (!DecodeNode(bytes, &decoded)) {
