@@ -36,11 +36,9 @@ using NodeId = int32_t;
 
 class CompactGraph {
  public:
-  CompactGraph() = default;
-
   int32_t num_nodes() const { return static_cast<int32_t>(op_.size()); }
-  // The node's name (a view into what the graph was imported from, which
-  // outlives it).
+  // The node's name: a view into what the graph was imported from (which
+  // outlives it), or into a copy the graph keeps.
   absl::string_view name(NodeId v) const { return names_[v]; }
   // Appends the names of `ids` to `out`, as plans list nodes. On large graphs
   // the names are long out of cache by then, so their reads are prefetched
@@ -113,6 +111,9 @@ class CompactGraph {
  private:
   friend class GraphBuilder;
   friend class NodeReader;
+
+  // Only ImportGraph makes graphs.
+  CompactGraph() = default;
 
   // The nodes' names by id, as NameIndex reads them.
   const std::vector<absl::string_view>& names() const { return names_; }
