@@ -21,14 +21,27 @@
 namespace partplan {
 namespace {
 
+// A request's `node_references`, which an old client never sets and a newer
+// one may set to a value this server does not know.
+absl::Status CheckNodeReferences(v1::NodeReferences node_references) {
+  if (v1::NodeReferences_IsValid(node_references)) return absl::OkStatus();
+  return InvalidFieldError("node_references",
+                           absl::StrCat("unknown node_references ", node_references,
+                                        ": expected NODE_REFERENCES_NAMES or "
+                                        "NODE_REFERENCES_INDICES"));
+}
+
 // Imports and validates the graph and inventory, then partitions.
 absl::Status RunPartitioner(const GraphSource& graph_source, const v1::DeviceInventory& inventory,
-                            const v1::PartitionerConfig& config, const InputLimits& limits,
-                            const CancellationToken& token, v1::PartitionPlan* plan) {
+                            const v1::PartitionerConfig& config, v1::NodeReferences node_references,
+                            const InputLimits& limits, const CancellationToken& token,
+                            v1::PartitionPlan* plan) {
   const absl::Time start = absl::Now();
+  PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(node_references));
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(inventory, limits));
-  PARTPLAN_RETURN_IF_ERROR(PartitionGraphPlan(graph, devices, config, token, plan));
+  PARTPLAN_RETURN_IF_ERROR(
+      PartitionGraphPlan(graph, devices, config, node_references, token, plan));
   plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   return absl::OkStatus();
 }
@@ -67,6 +80,7 @@ absl::Status RunShardPlanner(const v1::PlanRequest& request, const GraphSource& 
                              const InputLimits& limits, const CancellationToken& token,
                              v1::PartitionPlan* plan) {
   const absl::Time start = absl::Now();
+  PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(request.node_references()));
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(request.devices(), limits));
   v1::ShardGraphRequest shard_request;
@@ -81,8 +95,8 @@ absl::Status RunShardPlanner(const v1::PlanRequest& request, const GraphSource& 
   if (!devices.empty()) {
     PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));
   }
-  PARTPLAN_RETURN_IF_ERROR(
-      DescribePlan(graph, devices, set, loads, shards.summary().planner(), "shard", token, plan));
+  PARTPLAN_RETURN_IF_ERROR(DescribePlan(graph, devices, set, loads, shards.summary().planner(),
+                                        "shard", request.node_references(), token, plan));
   plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   return absl::OkStatus();
 }
@@ -92,8 +106,8 @@ absl::Status RunShardPlanner(const v1::PlanRequest& request, const GraphSource& 
 absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const GraphSource& graph,
                             const InputLimits& limits, const CancellationToken& token,
                             v1::PartitionGraphResponse* response) {
-  return RunPartitioner(graph, request.devices(), request.config(), limits, token,
-                        response->mutable_plan());
+  return RunPartitioner(graph, request.devices(), request.config(), request.node_references(),
+                        limits, token, response->mutable_plan());
 }
 
 absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph_source,
@@ -159,9 +173,10 @@ absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
   }
   // The partitioner names its options `config` (PartitionGraphRequest's
   // field); here they are `partitioner`.
-  return WithFieldPrefix(RunPartitioner(graph, request.devices(), request.partitioner(), limits,
-                                        token, response->mutable_plan()),
-                         "config", "partitioner");
+  return WithFieldPrefix(
+      RunPartitioner(graph, request.devices(), request.partitioner(), request.node_references(),
+                     limits, token, response->mutable_plan()),
+      "config", "partitioner");
 }
 
 absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph_source,

@@ -59,16 +59,27 @@ int64_t TotalMemory(const DeviceList& devices) {
 
 void ToProto(const CompactGraph& graph, const DeviceList& devices, const PartitionSet& set,
              const std::vector<DeviceLoad>& loads, const ModuleSplit& split,
-             const PlanLatency& latency, absl::string_view planner, v1::PartitionPlan* out_plan) {
+             const PlanLatency& latency, absl::string_view planner,
+             v1::NodeReferences node_references, v1::PartitionPlan* out_plan) {
   v1::PartitionPlan& plan = *out_plan;
   plan.Clear();
-  plan.mutable_assignments()->Reserve(graph.num_op_nodes());
-  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-    if (set.partition_of[v] < 0) continue;
-    v1::NodePartition* assignment = plan.add_assignments();
-    const absl::string_view name = graph.name(v);
-    assignment->set_node(name.data(), name.size());
-    assignment->set_partition(set.partition_of[v]);
+  const bool by_name = node_references == v1::NODE_REFERENCES_NAMES;
+  if (by_name) {
+    plan.mutable_assignments()->Reserve(graph.num_op_nodes());
+    for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+      if (set.partition_of[v] < 0) continue;
+      v1::NodePartition* assignment = plan.add_assignments();
+      const absl::string_view name = graph.name(v);
+      assignment->set_node(name.data(), name.size());
+      assignment->set_partition(set.partition_of[v]);
+    }
+  } else {
+    google::protobuf::RepeatedField<int32_t>& partition_of =
+        *plan.mutable_partition_by_node_index();
+    partition_of.Reserve(graph.num_nodes());
+    for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+      partition_of.AddAlreadyReserved(std::max(set.partition_of[v], -1));
+    }
   }
   // Split-module inputs and outputs, by partition id.
   std::vector<const SplitPartition*> split_of(set.partitions.size(), nullptr);
@@ -80,7 +91,11 @@ void ToProto(const CompactGraph& graph, const DeviceList& devices, const Partiti
     const Partition& partition = set.partitions[p];
     v1::Partition* out = plan.add_partitions();
     out->set_id(p);
-    graph.AppendNames(partition.nodes, out->mutable_nodes());
+    if (by_name) {
+      graph.AppendNames(partition.nodes, out->mutable_nodes());
+    } else {
+      *out->mutable_node_indices() = {partition.nodes.begin(), partition.nodes.end()};
+    }
     if (split_of[p] != nullptr) {
       graph.AppendNames(split_of[p]->inputs, out->mutable_inputs());
       graph.AppendNames(split_of[p]->outputs, out->mutable_outputs());
@@ -135,7 +150,8 @@ void ToProto(const CompactGraph& graph, const DeviceList& devices, const Partiti
 
 absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& devices,
                                 const v1::PartitionerConfig& config,
-                                const CancellationToken& token, v1::PartitionPlan* plan) {
+                                v1::NodeReferences node_references, const CancellationToken& token,
+                                v1::PartitionPlan* plan) {
   if (!v1::PartitionerConfig::Mode_IsValid(config.mode())) {
     return InvalidFieldError("config.mode", absl::StrCat("unknown partitioner mode ", config.mode()));
   }
@@ -206,21 +222,23 @@ absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& dev
     }
   }
   if (config.saturate_host()) SaturateHost(devices, &set, &loads);
-  return DescribePlan(graph, devices, set, loads, planner,
-                      mode == v1::PartitionerConfig::AOT_BASED ? "config.node_partitions" : "config",
-                      token, plan);
+  return DescribePlan(
+      graph, devices, set, loads, planner,
+      mode == v1::PartitionerConfig::AOT_BASED ? "config.node_partitions" : "config",
+      node_references, token, plan);
 }
 
 absl::Status DescribePlan(const CompactGraph& graph, const DeviceList& devices,
                           const PartitionSet& set, const std::vector<DeviceLoad>& loads,
                           absl::string_view planner, absl::string_view assignment_field,
-                          const CancellationToken& token, v1::PartitionPlan* plan) {
+                          v1::NodeReferences node_references, const CancellationToken& token,
+                          v1::PartitionPlan* plan) {
   PARTPLAN_ASSIGN_OR_RETURN(ModuleSplit split,
                             SplitModule(graph, set.partition_of, /*keep_original_order=*/false,
                                         assignment_field, token));
   PARTPLAN_ASSIGN_OR_RETURN(const PlanLatency latency,
                             EstimatePlanLatency(graph, devices, set, token));
-  ToProto(graph, devices, set, loads, split, latency, planner, plan);
+  ToProto(graph, devices, set, loads, split, latency, planner, node_references, plan);
   return absl::OkStatus();
 }
 

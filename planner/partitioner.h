@@ -27,10 +27,12 @@
 
 namespace partplan {
 
-// Fills `*plan` (which may live on an arena).
+// Fills `*plan` (which may live on an arena), naming its nodes as
+// `node_references` asks.
 absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& devices,
                                 const v1::PartitionerConfig& config,
-                                const CancellationToken& token, v1::PartitionPlan* plan);
+                                v1::NodeReferences node_references, const CancellationToken& token,
+                                v1::PartitionPlan* plan);
 
 // The PartitionPlan of partitions any planner made: assignments,
 // partitions with split_module's inputs and outputs, the DAG, device usage
@@ -39,7 +41,8 @@ absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& dev
 absl::Status DescribePlan(const CompactGraph& graph, const DeviceList& devices,
                           const PartitionSet& set, const std::vector<DeviceLoad>& loads,
                           absl::string_view planner, absl::string_view assignment_field,
-                          const CancellationToken& token, v1::PartitionPlan* plan);
+                          v1::NodeReferences node_references, const CancellationToken& token,
+                          v1::PartitionPlan* plan);
 
 }  // namespace partplan
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
@@ -30,6 +31,15 @@ inline std::vector<std::string> FixturePaths(const std::string& dir) {
   return paths;
 }
 
+// The .json files of each of `dirs`, directory by directory.
+inline std::vector<std::string> FixturePathsUnder(const std::vector<std::string>& dirs) {
+  std::vector<std::string> paths;
+  for (const std::string& dir : dirs) {
+    for (std::string& path : FixturePaths(dir)) paths.push_back(std::move(path));
+  }
+  return paths;
+}
+
 template <typename Message>
 Message LoadJsonFixture(const std::string& path) {
   std::ifstream file(path);
@@ -41,9 +51,33 @@ Message LoadJsonFixture(const std::string& path) {
   return message;
 }
 
+// The fixture's `request`, whatever else the fixture holds: for tests that
+// run every planner's fixtures through one property.
+template <typename Request>
+Request LoadFixtureRequest(const std::string& path) {
+  const auto fixture = LoadJsonFixture<google::protobuf::Struct>(path);
+  std::string json;
+  EXPECT_TRUE(
+      google::protobuf::util::MessageToJsonString(fixture.fields().at("request"), &json).ok());
+  Request request;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &request).ok()) << path;
+  return request;
+}
+
 // A test name from a fixture path: its stem with non-alphanumerics as `_`.
 inline std::string FixtureCaseName(const ::testing::TestParamInfo<std::string>& info) {
   std::string name = std::filesystem::path(info.param).stem().string();
+  for (char& c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
+// The same with the fixture's directories under tests/fixtures/, for suites
+// that run several planners' fixtures, whose names repeat.
+inline std::string FixturePathCaseName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param.substr(info.param.find("fixtures/") + 9);
+  name = name.substr(0, name.rfind('.'));
   for (char& c : name) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c))) c = '_';
   }

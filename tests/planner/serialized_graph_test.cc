@@ -5,8 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "planner/entry_points.h"
@@ -14,18 +12,6 @@
 
 namespace partplan {
 namespace {
-
-// The fixture's `request`, whatever else the fixture holds.
-template <typename Request>
-Request RequestOf(const std::string& path) {
-  const auto fixture = LoadJsonFixture<google::protobuf::Struct>(path);
-  std::string json;
-  EXPECT_TRUE(
-      google::protobuf::util::MessageToJsonString(fixture.fields().at("request"), &json).ok());
-  Request request;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &request).ok()) << path;
-  return request;
-}
 
 template <typename Request, typename Response>
 using EntryPoint = absl::Status (*)(const Request&, const GraphSource&, const InputLimits&,
@@ -68,28 +54,9 @@ void ExpectSameBothWays(EntryPoint<Request, Response> entry_point, const Request
   EXPECT_TRUE(differencer.Compare(from_parsed, from_pieces)) << differences;
 }
 
-std::vector<std::string> PathsUnder(const std::vector<std::string>& dirs) {
-  std::vector<std::string> paths;
-  for (const std::string& dir : dirs) {
-    for (std::string& path : FixturePaths(dir)) paths.push_back(std::move(path));
-  }
-  return paths;
-}
-
-// Test names from fixture paths, with their directory: names repeat across
-// planners.
-std::string CaseName(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = info.param.substr(info.param.find("fixtures/") + 9);
-  name = name.substr(0, name.rfind('.'));
-  for (char& c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return name;
-}
-
 class PartitionGraphBothWaysTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(PartitionGraphBothWaysTest, SameAnswer) {
-  const auto request = RequestOf<v1::PartitionGraphRequest>(GetParam());
+  const auto request = LoadFixtureRequest<v1::PartitionGraphRequest>(GetParam());
   ExpectSameBothWays<v1::PartitionGraphRequest, v1::PartitionGraphResponse>(&PartitionGraph,
                                                                             request);
   // The same graphs through Plan, which wraps the partitioners.
@@ -103,53 +70,56 @@ TEST_P(PartitionGraphBothWaysTest, SameAnswer) {
   *validate.mutable_devices() = request.devices();
   ExpectSameBothWays<v1::ValidateRequest, v1::ValidateResponse>(&Validate, validate);
 }
-INSTANTIATE_TEST_SUITE_P(Fixtures, PartitionGraphBothWaysTest,
-                         ::testing::ValuesIn(PathsUnder({"tests/fixtures/partitioner/size_based",
-                                                         "tests/fixtures/partitioner/aot_based",
-                                                         "tests/fixtures/partitioner/cost_aware",
-                                                         "tests/fixtures/partitioner/kl_based",
-                                                         "tests/fixtures/partitioner/saturate_host",
-                                                         "tests/fixtures/partitioner/sparse_nn"})),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, PartitionGraphBothWaysTest,
+    ::testing::ValuesIn(FixturePathsUnder(
+        {"tests/fixtures/partitioner/size_based", "tests/fixtures/partitioner/aot_based",
+         "tests/fixtures/partitioner/cost_aware", "tests/fixtures/partitioner/kl_based",
+         "tests/fixtures/partitioner/saturate_host", "tests/fixtures/partitioner/sparse_nn"})),
+    FixturePathCaseName);
 
 class SplitGraphBothWaysTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(SplitGraphBothWaysTest, SameAnswer) {
   ExpectSameBothWays<v1::SplitGraphRequest, v1::SplitGraphResponse>(
-      &SplitGraph, RequestOf<v1::SplitGraphRequest>(GetParam()));
+      &SplitGraph, LoadFixtureRequest<v1::SplitGraphRequest>(GetParam()));
 }
-INSTANTIATE_TEST_SUITE_P(Fixtures, SplitGraphBothWaysTest,
-                         ::testing::ValuesIn(PathsUnder({"tests/fixtures/split_module/cases"})),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, SplitGraphBothWaysTest,
+    ::testing::ValuesIn(FixturePathsUnder({"tests/fixtures/split_module/cases"})),
+    FixturePathCaseName);
 
 class ShardGraphBothWaysTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(ShardGraphBothWaysTest, SameAnswer) {
-  v1::ShardGraphRequest request = RequestOf<v1::ShardGraphRequest>(GetParam());
+  v1::ShardGraphRequest request = LoadFixtureRequest<v1::ShardGraphRequest>(GetParam());
   ExpectSameBothWays<v1::ShardGraphRequest, v1::ShardGraphResponse>(&ShardGraph, request);
   // BALANCED reads latencies, FLOPs or parameter counts; FAIRSCALE modules.
   request.mutable_config()->set_mode(v1::ShardConfig::BALANCED);
   ExpectSameBothWays<v1::ShardGraphRequest, v1::ShardGraphResponse>(&ShardGraph, request);
 }
-INSTANTIATE_TEST_SUITE_P(Fixtures, ShardGraphBothWaysTest,
-                         ::testing::ValuesIn(PathsUnder({"tests/fixtures/pipeline/auto_shard"})),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, ShardGraphBothWaysTest,
+    ::testing::ValuesIn(FixturePathsUnder({"tests/fixtures/pipeline/auto_shard"})),
+    FixturePathCaseName);
 
 class BuildPipelineGraphBothWaysTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(BuildPipelineGraphBothWaysTest, SameAnswer) {
   ExpectSameBothWays<v1::BuildPipelineGraphRequest, v1::BuildPipelineGraphResponse>(
-      &BuildPipelineGraph, RequestOf<v1::BuildPipelineGraphRequest>(GetParam()));
+      &BuildPipelineGraph, LoadFixtureRequest<v1::BuildPipelineGraphRequest>(GetParam()));
 }
-INSTANTIATE_TEST_SUITE_P(Fixtures, BuildPipelineGraphBothWaysTest,
-                         ::testing::ValuesIn(PathsUnder({"tests/fixtures/pipeline/create_graph"})),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, BuildPipelineGraphBothWaysTest,
+    ::testing::ValuesIn(FixturePathsUnder({"tests/fixtures/pipeline/create_graph"})),
+    FixturePathCaseName);
 
 class PlanDataParallelBothWaysTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(PlanDataParallelBothWaysTest, SameAnswer) {
   ExpectSameBothWays<v1::PlanDataParallelRequest, v1::PlanDataParallelResponse>(
-      &PlanDataParallel, RequestOf<v1::PlanDataParallelRequest>(GetParam()));
+      &PlanDataParallel, LoadFixtureRequest<v1::PlanDataParallelRequest>(GetParam()));
 }
-INSTANTIATE_TEST_SUITE_P(Fixtures, PlanDataParallelBothWaysTest,
-                         ::testing::ValuesIn(PathsUnder({"tests/fixtures/data_parallel/cases"})),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, PlanDataParallelBothWaysTest,
+    ::testing::ValuesIn(FixturePathsUnder({"tests/fixtures/data_parallel/cases"})),
+    FixturePathCaseName);
 
 }  // namespace
 }  // namespace partplan

@@ -677,6 +677,12 @@ std::vector<HostileCase> Cases() {
                      r.mutable_config()->set_mode(static_cast<v1::PartitionerConfig::Mode>(42));
                    },
                    "config.mode"));
+  add(PartitionRow(
+      "UnknownNodeReferences",
+      [](v1::PartitionGraphRequest& r) {
+        r.set_node_references(static_cast<v1::NodeReferences>(3));
+      },
+      "node_references"));
   add(PartitionRow("GraphWithoutOperations",
                    [](v1::PartitionGraphRequest& r) {
                      v1::Graph graph;
@@ -842,6 +848,10 @@ std::vector<HostileCase> Cases() {
                 r.mutable_partitioner()->set_mode(static_cast<v1::PartitionerConfig::Mode>(-7));
               },
               "partitioner.mode"));
+  add(PlanRow(
+      "PlanUnknownNodeReferences",
+      [](v1::PlanRequest& r) { r.set_node_references(static_cast<v1::NodeReferences>(-2)); },
+      "node_references"));
   add(PlanRow("PlanAotUnknownNode",
               [](v1::PlanRequest& r) {
                 v1::PartitionerConfig& config = *r.mutable_partitioner();
