@@ -167,7 +167,8 @@ struct Subcommand {
 
 constexpr absl::string_view kPlannerFlagsSynopsis =
     "--graph=FILE --device_memory=SIZE[,SIZE...] [--devices=N] "
-    "[--mode=MODE] [--transfer_rate=BYTES_PER_S] [--saturate_host]";
+    "[--mode=MODE] [--transfer_rate=BYTES_PER_S] [--saturate_host] "
+    "[--node_references=names|indices]";
 
 const Subcommand kSubcommands[] = {
     {"call", "<Method> --request=FILE",

@@ -51,6 +51,9 @@ ABSL_FLAG(std::string, transfer_rate, "",
           "Bytes per second between devices, e.g. 12GB or 1.2e10; unset "
           "means transfers are free");
 ABSL_FLAG(bool, saturate_host, false, "Replicate partitions onto idle devices");
+ABSL_FLAG(std::string, node_references, "names",
+          "How the plan refers to nodes: names, or indices in the graph's "
+          "nodes (a tenth of the bytes for large graphs)");
 ABSL_FLAG(bool, tls, false,
           "Connect over TLS, verifying the server with gRPC's default roots "
           "(implied by --tls_ca, --tls_cert and --tls_key)");
@@ -255,6 +258,7 @@ absl::StatusOr<CliOptions> CliOptionsFromFlags() {
   options.planner.mode = absl::GetFlag(FLAGS_mode);
   options.planner.transfer_rate = absl::GetFlag(FLAGS_transfer_rate);
   options.planner.saturate_host = absl::GetFlag(FLAGS_saturate_host);
+  options.planner.node_references = absl::GetFlag(FLAGS_node_references);
   options.load.concurrency = absl::GetFlag(FLAGS_concurrency);
   options.load.duration = absl::GetFlag(FLAGS_duration);
   options.load.requests = absl::GetFlag(FLAGS_requests);

@@ -140,7 +140,9 @@ std::string FormatPlanTable(const v1::PartitionPlan& plan) {
   partitions.AddRow({"ID", "NODES", "MEMORY", "DEVICES", "LATENCY"});
   for (const v1::Partition& partition : plan.partitions()) {
     partitions.AddRow({absl::StrCat(partition.id()),
-                       absl::StrCat(partition.nodes_size()),
+                       // One of the two is filled, as the request's
+                       // node_references asked.
+                       absl::StrCat(partition.nodes_size() + partition.node_indices_size()),
                        FormatByteSize(partition.memory_bytes()),
                        FormatIds(partition.logical_device_ids()),
                        FormatLatency(partition.latency_seconds())});

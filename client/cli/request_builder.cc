@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/types/optional.h"
 #include "client/cli/byte_size.h"
 #include "google/protobuf/descriptor.h"
 
@@ -59,17 +60,40 @@ absl::StatusOr<std::vector<int64_t>> ParseDeviceMemory(
 }
 
 // What PartitionGraph and Plan requests both carry besides the graph.
-absl::Status BuildPartitionerInputs(const PlannerFlags& flags,
-                                    v1::DeviceInventory* devices,
-                                    v1::PartitionerConfig* config) {
+// The number of the value of `descriptor` named `prefix` followed by `name`
+// in upper case, but `excluded`; otherwise an error on `--flag` listing the
+// choices as typed (lower case, without the prefix).
+absl::StatusOr<int> ParseEnumFlag(absl::string_view flag, absl::string_view what,
+                                  absl::string_view name,
+                                  const google::protobuf::EnumDescriptor* descriptor,
+                                  absl::string_view prefix, absl::optional<int> excluded) {
+  const google::protobuf::EnumValueDescriptor* value =
+      descriptor->FindValueByName(absl::StrCat(prefix, absl::AsciiStrToUpper(name)));
+  if (value != nullptr && value->number() != excluded) return value->number();
+  std::vector<std::string> choices;
+  for (int i = 0; i < descriptor->value_count(); ++i) {
+    if (descriptor->value(i)->number() == excluded) continue;
+    choices.push_back(absl::AsciiStrToLower(descriptor->value(i)->name().substr(prefix.size())));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": unknown ", what, " '", name,
+                                                 "'; one of ", absl::StrJoin(choices, ", ")));
+}
+
+// The fields PartitionGraphRequest and PlanRequest share.
+template <typename Request>
+absl::Status BuildPartitionerInputs(const PlannerFlags& flags, v1::PartitionerConfig* config,
+                                    Request* request) {
   absl::StatusOr<v1::DeviceInventory> built_devices =
       BuildDeviceInventory(flags);
   if (!built_devices.ok()) return built_devices.status();
   absl::StatusOr<v1::PartitionerConfig> built_config =
       BuildPartitionerConfig(flags);
   if (!built_config.ok()) return built_config.status();
-  *devices = *std::move(built_devices);
+  absl::StatusOr<v1::NodeReferences> node_references = ParseNodeReferences(flags.node_references);
+  if (!node_references.ok()) return node_references.status();
+  *request->mutable_devices() = *std::move(built_devices);
   *config = *std::move(built_config);
+  request->set_node_references(*node_references);
   return absl::OkStatus();
 }
 
@@ -77,23 +101,19 @@ absl::Status BuildPartitionerInputs(const PlannerFlags& flags,
 
 absl::StatusOr<v1::PartitionerConfig::Mode> ParsePartitionMode(
     absl::string_view name) {
-  v1::PartitionerConfig::Mode mode;
-  if (v1::PartitionerConfig::Mode_Parse(absl::AsciiStrToUpper(name), &mode) &&
-      mode != v1::PartitionerConfig::MODE_UNSPECIFIED) {
-    return mode;
-  }
-  std::vector<std::string> choices;
-  const google::protobuf::EnumDescriptor* modes =
-      v1::PartitionerConfig::Mode_descriptor();
-  for (int i = 0; i < modes->value_count(); ++i) {
-    if (modes->value(i)->number() == v1::PartitionerConfig::MODE_UNSPECIFIED) {
-      continue;
-    }
-    choices.push_back(absl::AsciiStrToLower(modes->value(i)->name()));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--mode: unknown partition mode '", name, "'; one of ",
-                   absl::StrJoin(choices, ", ")));
+  absl::StatusOr<int> mode =
+      ParseEnumFlag("mode", "partition mode", name, v1::PartitionerConfig::Mode_descriptor(),
+                    /*prefix=*/"", /*excluded=*/v1::PartitionerConfig::MODE_UNSPECIFIED);
+  if (!mode.ok()) return mode.status();
+  return static_cast<v1::PartitionerConfig::Mode>(*mode);
+}
+
+absl::StatusOr<v1::NodeReferences> ParseNodeReferences(absl::string_view name) {
+  absl::StatusOr<int> value =
+      ParseEnumFlag("node_references", "value", name, v1::NodeReferences_descriptor(),
+                    /*prefix=*/"NODE_REFERENCES_", /*excluded=*/absl::nullopt);
+  if (!value.ok()) return value.status();
+  return static_cast<v1::NodeReferences>(*value);
 }
 
 absl::StatusOr<v1::DeviceInventory> BuildDeviceInventory(
@@ -129,8 +149,7 @@ absl::StatusOr<v1::PartitionerConfig> BuildPartitionerConfig(
 absl::StatusOr<v1::PartitionGraphRequest> BuildPartitionGraphRequest(
     const v1::Graph& graph, const PlannerFlags& flags) {
   v1::PartitionGraphRequest request;
-  const absl::Status status = BuildPartitionerInputs(
-      flags, request.mutable_devices(), request.mutable_config());
+  const absl::Status status = BuildPartitionerInputs(flags, request.mutable_config(), &request);
   if (!status.ok()) return status;
   *request.mutable_graph() = graph;
   return request;
@@ -139,8 +158,8 @@ absl::StatusOr<v1::PartitionGraphRequest> BuildPartitionGraphRequest(
 absl::StatusOr<v1::PlanRequest> BuildPlanRequest(const v1::Graph& graph,
                                                  const PlannerFlags& flags) {
   v1::PlanRequest request;
-  const absl::Status status = BuildPartitionerInputs(
-      flags, request.mutable_devices(), request.mutable_partitioner());
+  const absl::Status status =
+      BuildPartitionerInputs(flags, request.mutable_partitioner(), &request);
   if (!status.ok()) return status;
   *request.mutable_graph() = graph;
   return request;

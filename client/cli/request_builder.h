@@ -39,6 +39,9 @@ struct PlannerFlags {
   std::string transfer_rate;
   // PartitionerConfig.saturate_host.
   bool saturate_host = false;
+  // The request's NodeReferences in lower case without its prefix: names or
+  // indices.
+  std::string node_references = "names";
 };
 
 // `status` with the flag whose value caused it in front, e.g.
@@ -48,6 +51,10 @@ absl::Status FlagError(absl::string_view flag, const absl::Status& status);
 // Parses a PartitionerConfig.Mode by its name, in any case ("kl_based").
 absl::StatusOr<v1::PartitionerConfig::Mode> ParsePartitionMode(
     absl::string_view name);
+
+// Parses a NodeReferences by its name without the prefix, in any case
+// ("indices").
+absl::StatusOr<v1::NodeReferences> ParseNodeReferences(absl::string_view name);
 
 // Devices named gpu0, gpu1, ... with logical ids 0, 1, ... and the memory of
 // `flags.device_memory`, plus the transfer rate.

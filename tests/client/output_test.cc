@@ -122,6 +122,15 @@ TEST(FormatPlanTableTest, ShowsMissingLatenciesAsDashes) {
   EXPECT_THAT(lines, Contains("  critical path latency    -"));
 }
 
+TEST(FormatPlanTableTest, CountsNodesGivenByIndex) {
+  v1::PartitionGraphResponse response = CannedResponse();
+  v1::Partition& partition = *response.mutable_plan()->mutable_partitions(0);
+  partition.clear_nodes();
+  for (int i : {0, 1, 2, 5, 6}) partition.add_node_indices(i);
+  const std::vector<std::string> lines = Lines(FormatPlanTable(response.plan()));
+  EXPECT_THAT(lines, Contains("  0   5      4.4 MiB  0        1.5ms"));
+}
+
 TEST(FormatResponseTest, TableForResponsesWithAPlan) {
   const v1::PartitionGraphResponse partition = CannedResponse();
   EXPECT_EQ(FormatResponse(partition, OutputFormat::kTable),

@@ -115,6 +115,30 @@ TEST(BuildPartitionGraphRequestTest, CarriesGraphDevicesAndConfig) {
   EXPECT_TRUE(request->config().saturate_host());
 }
 
+TEST(BuildPartitionGraphRequestTest, NodeReferencesByNameUnlessAsked) {
+  PlannerFlags flags;
+  flags.device_memory = "16GiB";
+  absl::StatusOr<v1::PartitionGraphRequest> by_name =
+      BuildPartitionGraphRequest(TinyGraph(), flags);
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  EXPECT_EQ(by_name->node_references(), v1::NODE_REFERENCES_NAMES);
+
+  flags.node_references = "Indices";
+  absl::StatusOr<v1::PartitionGraphRequest> by_index =
+      BuildPartitionGraphRequest(TinyGraph(), flags);
+  ASSERT_TRUE(by_index.ok()) << by_index.status();
+  EXPECT_EQ(by_index->node_references(), v1::NODE_REFERENCES_INDICES);
+  absl::StatusOr<v1::PlanRequest> plan = BuildPlanRequest(TinyGraph(), flags);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->node_references(), v1::NODE_REFERENCES_INDICES);
+
+  flags.node_references = "ids";
+  absl::StatusOr<v1::PlanRequest> unknown = BuildPlanRequest(TinyGraph(), flags);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(),
+            "--node_references: unknown value 'ids'; one of names, indices");
+}
+
 TEST(BuildPartitionGraphRequestTest, RejectsAnUnknownMode) {
   PlannerFlags flags;
   flags.device_memory = "16GiB";

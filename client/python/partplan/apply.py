@@ -20,20 +20,26 @@ import torch.nn as nn
 from torch.fx.passes.split_module import split_module
 
 from . import messages as pb
+from .client import indexed_assignment
 from .exporter import trace
 
 OP_NODES = ("call_module", "call_function", "call_method")
 
 
-def assignment_of(response: Any) -> Dict[str, int]:
+def assignment_of(response: Any, graph: Any = None) -> Dict[str, int]:
     """{node name: partition id} from any planner response or plan:
     PartitionGraphResponse, PlanResponse, PartitionPlan, ShardGraphResponse
     (shard ids), SplitGraphResponse (its submodules' nodes), a sequence of
-    NodePartitions, or a dict."""
+    NodePartitions, or a dict. A plan that names nodes by index
+    (node_references="indices") needs `graph`: the Graph that was sent, or
+    its node names in order (a GraphModule's, when exported from it)."""
     if isinstance(response, Mapping):
         return {str(k): int(v) for k, v in response.items()}
     if isinstance(response, (pb.PartitionGraphResponse, pb.PlanResponse)):
         response = response.plan
+    if (isinstance(response, pb.PartitionPlan) and not response.assignments
+            and response.partition_by_node_index):
+        return dict(indexed_assignment(response, graph))
     if isinstance(response, pb.SplitGraphResponse):
         return {node: sub.partition for sub in response.submodules for node in sub.nodes}
     if isinstance(response, (pb.PartitionPlan, pb.ShardGraphResponse)):
@@ -93,7 +99,9 @@ def apply_plan(
         gm = graph_module
     else:
         gm = trace(graph_module, leaf_modules=leaf_modules)
-    assignment = assignment_of(response)
+    # The exporter writes one Graph node per GraphModule node, in order, so
+    # a plan by node index reads with the module's node names.
+    assignment = assignment_of(response, [n.name for n in gm.graph.nodes])
     op_nodes = [n for n in gm.graph.nodes if n.op in OP_NODES]
     missing = [n.name for n in op_nodes if n.name not in assignment]
     known = {n.name for n in gm.graph.nodes}

@@ -202,12 +202,38 @@ def partition_mode(mode) -> int:
     return _enum_value(pb.PartitionerConfig.Mode, mode, "mode")
 
 
-def _assignments(assignments) -> list:
+def node_references_value(value) -> int:
+    """NodeReferences from "names", "indices", "NODE_REFERENCES_INDICES", 1, ..."""
+    if isinstance(value, str) and value.upper().startswith("NODE_REFERENCES_"):
+        value = value[len("NODE_REFERENCES_"):]
+    return _enum_value(pb.NodeReferences, value, "node_references", prefix="NODE_REFERENCES_")
+
+
+def indexed_assignment(plan: "pb.PartitionPlan", graph) -> list:
+    """(node name, partition) pairs of a plan that names nodes by index
+    (NODE_REFERENCES_INDICES), in graph order: `graph` is the Graph that
+    was sent, or the names of its nodes in order."""
+    if graph is None:
+        raise ValueError("the plan names nodes by index (NODE_REFERENCES_INDICES); "
+                         "give the graph it was made for")
+    names = [n.name for n in graph.nodes] if isinstance(graph, pb.Graph) else list(graph)
+    partitions = plan.partition_by_node_index
+    if len(names) != len(partitions):
+        raise ValueError(f"the plan gives a partition for {len(partitions)} nodes by index, "
+                         f"but the graph has {len(names)} nodes: is it the graph that was sent?")
+    return [(name, p) for name, p in zip(names, partitions) if p >= 0]
+
+
+def _assignments(assignments, graph=None) -> list:
     """NodePartition messages from a {node: partition} dict, (node, partition)
     pairs, NodePartitions, a plan or response holding `assignments`, or a
-    SplitGraphResponse."""
+    SplitGraphResponse. A plan by node index needs the `graph` it was made
+    for."""
     if hasattr(assignments, "plan") and isinstance(getattr(assignments, "plan"), pb.PartitionPlan):
         assignments = assignments.plan
+    if (isinstance(assignments, pb.PartitionPlan) and not assignments.assignments
+            and assignments.partition_by_node_index):
+        assignments = indexed_assignment(assignments, graph)
     if isinstance(assignments, pb.SplitGraphResponse):
         assignments = [(node, s.partition) for s in assignments.submodules for node in s.nodes]
     if hasattr(assignments, "assignments"):
@@ -397,26 +423,34 @@ class Client:
 
     def partition_graph(self, graph=None, devices=None, *, mode=None, saturate_host: bool = False,
                         config: Optional[pb.PartitionerConfig] = None,
+                        node_references="names",
                         request: Optional[pb.PartitionGraphRequest] = None,
                         **call_options) -> pb.PartitionGraphResponse:
         """torch.fx's accelerator Partitioner. `mode` is "size_based",
         "sparse_nn", "aot_based", ... (or give a PartitionerConfig);
-        `devices` a DeviceInventory or memory sizes (["8GiB", "8GiB"])."""
+        `devices` a DeviceInventory or memory sizes (["8GiB", "8GiB"]).
+        node_references="indices" asks for a plan naming nodes by their index
+        in the graph, a tenth of the bytes for large graphs
+        (`assignment_of(response, graph)` reads it)."""
         if request is None:
             request = pb.PartitionGraphRequest(
                 graph=_as_graph(graph), devices=_as_devices(devices),
-                config=self._partitioner_config(config, mode, saturate_host))
+                config=self._partitioner_config(config, mode, saturate_host),
+                node_references=node_references_value(node_references))
         return self.call("PartitionGraph", request, **call_options)
 
     def plan(self, graph=None, devices=None, *, mode=None, saturate_host: bool = False,
              partitioner: Optional[pb.PartitionerConfig] = None,
              shard: Optional[pb.ShardConfig] = None, shard_count: Optional[int] = None,
+             node_references="names",
              request: Optional[pb.PlanRequest] = None, **call_options) -> pb.PlanResponse:
         """One call: run a planner, place the partitions, report. The
         partitioner (`mode`, `saturate_host` or `partitioner`) by default; the
-        shard planner with `shard` or `shard_count`."""
+        shard planner with `shard` or `shard_count`. `node_references` as for
+        partition_graph."""
         if request is None:
-            request = pb.PlanRequest(graph=_as_graph(graph), devices=_as_devices(devices))
+            request = pb.PlanRequest(graph=_as_graph(graph), devices=_as_devices(devices),
+                                     node_references=node_references_value(node_references))
             if shard is not None or shard_count is not None:
                 if shard is None:
                     shard = pb.ShardConfig(shard_count=shard_count)
@@ -437,10 +471,11 @@ class Client:
                     request: Optional[pb.SplitGraphRequest] = None,
                     **call_options) -> pb.SplitGraphResponse:
         """split_module from a node -> partition assignment: a dict, pairs,
-        NodePartitions, or a plan or response."""
+        NodePartitions, or a plan or response (by name or by index)."""
         if request is None:
+            graph = _as_graph(graph)
             request = pb.SplitGraphRequest(
-                graph=_as_graph(graph), assignments=_assignments(assignments or ()),
+                graph=graph, assignments=_assignments(assignments or (), graph),
                 keep_original_order=keep_original_order)
         return self.call("SplitGraph", request, **call_options)
 

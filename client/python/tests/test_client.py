@@ -412,6 +412,29 @@ class RealServerTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "unknown value 'fastest'"):
             self.client.plan(graph, ["8MiB"], mode="fastest")
 
+    def test_plan_by_node_index(self):
+        graph = example("graph_mlp.json", pb.Graph)
+        by_name = self.client.partition_graph(graph, "8MiB,8MiB,8MiB").plan
+        by_index = self.client.partition_graph(graph, "8MiB,8MiB,8MiB",
+                                               node_references="indices").plan
+        self.assertEqual(len(by_index.assignments), 0)
+        self.assertEqual(len(by_index.partition_by_node_index), len(graph.nodes))
+        self.assertEqual(partplan.assignment_of(by_index, graph), partplan.assignment_of(by_name))
+        self.assertEqual([[graph.nodes[i].name for i in p.node_indices] for p in by_index.partitions],
+                         [list(p.nodes) for p in by_name.partitions])
+        self.assertEqual(by_index.dag, by_name.dag)
+        # SplitGraph takes either form of the plan, given the graph.
+        self.assertEqual(self.client.split_graph(graph, by_index),
+                         self.client.split_graph(graph, by_name))
+        plan = self.client.plan(graph, ["8MiB"] * 3, node_references="NODE_REFERENCES_INDICES").plan
+        self.assertEqual(list(plan.partition_by_node_index), list(by_index.partition_by_node_index))
+        with self.assertRaisesRegex(ValueError, "names nodes by index"):
+            partplan.assignment_of(by_index)
+        with self.assertRaisesRegex(ValueError, "the graph has 2 nodes"):
+            partplan.assignment_of(by_index, ["x", "y"])
+        with self.assertRaisesRegex(ValueError, "node_references: unknown value 'ids'"):
+            self.client.partition_graph(graph, ["8MiB"], node_references="ids")
+
 
 class RequestBuildingTest(unittest.TestCase):
     """The keyword forms of every method build the request they should."""

@@ -84,7 +84,7 @@ class RoundTripTest(unittest.TestCase):
             return partplan.aot_config(contiguous_stages(graph, 3), {0: [0], 1: [1], 2: [2]})
         return pb.PartitionerConfig(mode=partplan.client.partition_mode(mode))
 
-    def plan(self, graph, mode="size_based", rpc="plan"):
+    def plan(self, graph, mode="size_based", rpc="plan", node_references="names"):
         """The first plan of the ladder with two partitions or more (or the
         first plan at all). Skips the test when the planner is not there or
         declines graphs of this size."""
@@ -99,9 +99,11 @@ class RoundTripTest(unittest.TestCase):
                     d.memory_bandwidth_bytes_per_second = 1e11
             try:
                 if rpc == "plan":
-                    response = self.client.plan(graph, devices, partitioner=config)
+                    response = self.client.plan(graph, devices, partitioner=config,
+                                                node_references=node_references)
                 else:
-                    response = self.client.partition_graph(graph, devices, config=config)
+                    response = self.client.partition_graph(graph, devices, config=config,
+                                                           node_references=node_references)
             except partplan.PartplanError as e:
                 if e.code == grpc.StatusCode.UNIMPLEMENTED:
                     self.skipTest(f"{mode}: {e.message}")
@@ -138,6 +140,17 @@ class RoundTripTest(unittest.TestCase):
                         self.assertGreaterEqual(len(plan.partitions), 2, f"{name} {mode}")
                     split = partplan.apply_plan(gm, response)
                     self.check_split(name, gm, split, inputs, expected, plan.partitions)
+
+    def test_plan_by_node_index_applies_the_same(self):
+        # A plan by node index is read with the GraphModule's node names.
+        for name, model, gm, graph, inputs, expected in self.models:
+            with self.subTest(model=name):
+                by_name = self.plan(graph)
+                by_index = self.plan(graph, node_references="indices")
+                self.assertEqual(partplan.assignment_of(by_index, graph),
+                                 partplan.assignment_of(by_name))
+                split = partplan.apply_plan(gm, by_index)
+                self.check_split(name, gm, split, inputs, expected, by_index.plan.partitions)
 
     def test_partition_graph_response_and_devices(self):
         name, model, gm, graph, inputs, expected = self.models[0]
