@@ -46,17 +46,16 @@ absl::Status RunPartitioner(const GraphSource& graph_source, const v1::DeviceInv
   return absl::OkStatus();
 }
 
-// The shards of a ShardGraph response as partitions: their call_* and
-// get_attr nodes with the placeholders they read, their memory, and their
-// device when the planner chose one.
+// The shards of a ShardGraph response by node index as partitions: their
+// call_* and get_attr nodes with the placeholders they read, their memory,
+// and their device when the planner chose one.
 PartitionSet ShardsToPartitions(const CompactGraph& graph, const v1::ShardGraphResponse& shards,
                                 bool shards_have_devices) {
   PartitionSet set;
   set.partition_of.assign(graph.num_nodes(), -1);
   for (const v1::Shard& shard : shards.shards()) {
     Partition& partition = set.partitions.emplace_back();
-    for (const std::string& name : shard.nodes()) {
-      const NodeId v = graph.Find(name);
+    for (const NodeId v : shard.node_indices()) {
       partition.nodes.push_back(v);
       if (!graph.is_op_node(v)) continue;
       set.partition_of[v] = shard.id();
@@ -86,6 +85,7 @@ absl::Status RunShardPlanner(const v1::PlanRequest& request, const GraphSource& 
   v1::ShardGraphRequest shard_request;
   *shard_request.mutable_config() = request.shard();
   *shard_request.mutable_devices() = request.devices();
+  shard_request.set_node_references(v1::NODE_REFERENCES_INDICES);
   v1::ShardGraphResponse shards;
   PARTPLAN_RETURN_IF_ERROR(
       WithFieldPrefix(ShardGraphPlan(graph, shard_request, token, &shards), "config", "shard"));
@@ -120,6 +120,7 @@ absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource&
 absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph_source,
                         const InputLimits& limits, const CancellationToken& token,
                         v1::ShardGraphResponse* response) {
+  PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(request.node_references()));
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
   // BALANCED reads the inventory; hold it to the server's limits
   // (--max_devices) before the planner imports it.

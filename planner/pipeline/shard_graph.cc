@@ -48,10 +48,17 @@ std::vector<int64_t> NodeParameters(const StageModel& model, absl::Span<const in
 // nodes, parameters, inputs, outputs and memory, and the summary's counts
 // and bytes.
 absl::Status DescribeShards(const StageModel& model, absl::Span<const int32_t> cuts,
-                            absl::Span<const int64_t> parameters, const CancellationToken& token,
+                            absl::Span<const int64_t> parameters,
+                            v1::NodeReferences node_references, const CancellationToken& token,
                             v1::ShardGraphResponse* response) {
   const CompactGraph& graph = model.graph();
-  response->mutable_assignments()->Reserve(graph.num_op_nodes());
+  const bool by_name = node_references == v1::NODE_REFERENCES_NAMES;
+  google::protobuf::RepeatedField<int32_t>& shard_of = *response->mutable_shard_by_node_index();
+  if (by_name) {
+    response->mutable_assignments()->Reserve(graph.num_op_nodes());
+  } else {
+    shard_of.Resize(graph.num_nodes(), -1);
+  }
   std::vector<int32_t> read_by(graph.num_nodes(), -1);  // last shard listing it as an input
   int64_t max_bytes = 0;
   int64_t iterations = 0;
@@ -62,15 +69,24 @@ absl::Status DescribeShards(const StageModel& model, absl::Span<const int32_t> c
     shard->set_parameter_count(parameters[s]);
     const int32_t begin = cuts[s];
     const int32_t end = cuts[s + 1];
-    shard->mutable_nodes()->Reserve(end - begin);
+    if (by_name) {
+      shard->mutable_nodes()->Reserve(end - begin);
+    } else {
+      shard->mutable_node_indices()->Reserve(end - begin);
+    }
     for (int32_t i = begin; i < end; ++i) {
       PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++iterations));
       const NodeId v = model.item(i);
-      shard->add_nodes(std::string(graph.name(v)));
-      if (graph.is_op_node(v)) {
-        v1::NodePartition* assignment = response->add_assignments();
-        assignment->set_node(std::string(graph.name(v)));
-        assignment->set_partition(s);
+      if (!by_name) {
+        shard->add_node_indices(v);
+        if (graph.is_op_node(v)) shard_of[v] = s;
+      } else {
+        shard->add_nodes(std::string(graph.name(v)));
+        if (graph.is_op_node(v)) {
+          v1::NodePartition* assignment = response->add_assignments();
+          assignment->set_node(std::string(graph.name(v)));
+          assignment->set_partition(s);
+        }
       }
       for (NodeId u : graph.inputs(v)) {
         if (model.position(u) < begin && read_by[u] != s) {
@@ -111,7 +127,8 @@ absl::Status FairscaleShards(const StageModel& model, const ShardOptions& option
   PARTPLAN_ASSIGN_OR_RETURN(const AutoShardResult shards,
                             AutoShard(model.graph(), charges, auto_shard, token));
   const std::vector<int32_t> cuts = ItemCuts(model, shards.first_node);
-  PARTPLAN_RETURN_IF_ERROR(DescribeShards(model, cuts, shards.parameters, token, response));
+  PARTPLAN_RETURN_IF_ERROR(
+      DescribeShards(model, cuts, shards.parameters, options.node_references, token, response));
   response->mutable_summary()->set_planner("shard/fairscale");
   return absl::OkStatus();
 }
@@ -130,8 +147,8 @@ absl::Status BalancedShards(const StageModel& model, const v1::ShardGraphRequest
   PARTPLAN_ASSIGN_OR_RETURN(const StageWork work, ChooseStageWork(model, devices));
   PARTPLAN_ASSIGN_OR_RETURN(const StagePlan plan,
                             PlanBalancedStages(model, work.of_item, work.devices, token));
-  PARTPLAN_RETURN_IF_ERROR(
-      DescribeShards(model, plan.cuts, NodeParameters(model, plan.cuts), token, response));
+  PARTPLAN_RETURN_IF_ERROR(DescribeShards(model, plan.cuts, NodeParameters(model, plan.cuts),
+                                          options.node_references, token, response));
   const StageTimes times(work.of_item, work.devices);
   double pipeline_seconds = 0;
   for (int s = 0; s < options.shard_count; ++s) {
@@ -183,6 +200,7 @@ absl::Status ShardGraphPlan(const CompactGraph& graph, const v1::ShardGraphReque
   response->Clear();
   ShardOptions options = ShardOptions::FromConfig(request.config());
   PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup());
+  options.node_references = request.node_references();
   if (graph.num_op_nodes() == 0) {
     return InvalidFieldError("graph.nodes",
                              "nothing to shard: the graph has no call_module, call_function or "

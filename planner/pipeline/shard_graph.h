@@ -64,6 +64,8 @@ struct ShardOptions {
   // FAIRSCALE: fail instead of returning another count (BALANCED always
   // makes exactly shard_count stages).
   bool exact = false;
+  // How the response names nodes (the request's node_references).
+  v1::NodeReferences node_references = v1::NODE_REFERENCES_NAMES;
 
   static ShardOptions FromConfig(const v1::ShardConfig& config);
 

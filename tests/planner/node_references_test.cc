@@ -1,7 +1,8 @@
 // NODE_REFERENCES_INDICES gives the same plan as NODE_REFERENCES_NAMES with
 // indices in the request's Graph.nodes in place of the per-node name lists,
-// over every golden fixture of every planner that returns a PartitionPlan
-// (PartitionGraph, and Plan with a partitioner or a shard planner).
+// over every golden fixture of every planner that lists nodes per partition:
+// PartitionGraph, Plan with a partitioner or a shard planner, and
+// ShardGraph.
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,53 +16,100 @@
 namespace partplan {
 namespace {
 
-// Checks that `by_index` is `by_name` with indices for names, and that each
-// fills only its own per-node fields.
-void ExpectSamePlan(const v1::Graph& graph, v1::PartitionPlan by_name,
-                    v1::PartitionPlan by_index) {
-  EXPECT_EQ(by_name.partition_by_node_index_size(), 0);
-  EXPECT_EQ(by_index.assignments_size(), 0);
-  ASSERT_EQ(by_index.partition_by_node_index_size(), graph.nodes_size());
+using Assignments = std::vector<std::pair<std::string, int32_t>>;
 
-  // `assignments` lists the nodes with a partition, in graph order.
-  std::vector<std::pair<std::string, int32_t>> assignments_from_indices;
-  for (int i = 0; i < graph.nodes_size(); ++i) {
-    const int32_t partition = by_index.partition_by_node_index(i);
-    ASSERT_GE(partition, -1) << "node " << i;
-    if (partition >= 0) assignments_from_indices.emplace_back(graph.nodes(i).name(), partition);
+// `assignments` as (node, partition) pairs.
+Assignments NamedAssignments(
+    const google::protobuf::RepeatedPtrField<v1::NodePartition>& assignments) {
+  Assignments pairs;
+  for (const v1::NodePartition& assignment : assignments) {
+    pairs.emplace_back(assignment.node(), assignment.partition());
   }
-  std::vector<std::pair<std::string, int32_t>> assignments;
-  for (const v1::NodePartition& assignment : by_name.assignments()) {
-    assignments.emplace_back(assignment.node(), assignment.partition());
-  }
-  EXPECT_EQ(assignments_from_indices, assignments);
+  return pairs;
+}
 
-  ASSERT_EQ(by_name.partitions_size(), by_index.partitions_size());
-  for (int p = 0; p < by_name.partitions_size(); ++p) {
-    v1::Partition& named = *by_name.mutable_partitions(p);
-    v1::Partition& indexed = *by_index.mutable_partitions(p);
-    EXPECT_EQ(named.node_indices_size(), 0);
-    EXPECT_EQ(indexed.nodes_size(), 0);
-    std::vector<std::string> nodes_from_indices;
-    for (int32_t i : indexed.node_indices()) {
-      ASSERT_TRUE(i >= 0 && i < graph.nodes_size()) << i;
-      nodes_from_indices.push_back(graph.nodes(i).name());
-    }
-    EXPECT_EQ(nodes_from_indices, std::vector<std::string>(named.nodes().begin(),
-                                                           named.nodes().end()))
-        << "partition " << p;
-    named.clear_nodes();
-    indexed.clear_node_indices();
+// The same pairs from the partition of every node by index: the nodes with
+// one, in graph order.
+Assignments IndexedAssignments(const v1::Graph& graph,
+                               const google::protobuf::RepeatedField<int32_t>& partition_of) {
+  EXPECT_EQ(partition_of.size(), graph.nodes_size());
+  Assignments pairs;
+  for (int i = 0; i < graph.nodes_size() && i < partition_of.size(); ++i) {
+    EXPECT_GE(partition_of[i], -1) << "node " << i;
+    if (partition_of[i] >= 0) pairs.emplace_back(graph.nodes(i).name(), partition_of[i]);
   }
+  return pairs;
+}
 
-  // Everything else is the same.
-  by_name.clear_assignments();
-  by_index.clear_partition_by_node_index();
+// Checks that a partition's or shard's `node_indices` name its `nodes`, and
+// that each form fills only its own field; then clears both, so that what
+// is left can be compared whole.
+template <typename PartitionOrShard>
+void ExpectSameNodesAndClear(const v1::Graph& graph, PartitionOrShard& named,
+                             PartitionOrShard& indexed) {
+  EXPECT_EQ(named.node_indices_size(), 0);
+  EXPECT_EQ(indexed.nodes_size(), 0);
+  std::vector<std::string> nodes_from_indices;
+  for (int32_t i : indexed.node_indices()) {
+    ASSERT_TRUE(i >= 0 && i < graph.nodes_size()) << i;
+    nodes_from_indices.push_back(graph.nodes(i).name());
+  }
+  EXPECT_EQ(nodes_from_indices,
+            std::vector<std::string>(named.nodes().begin(), named.nodes().end()))
+      << "partition or shard " << named.id();
+  named.clear_nodes();
+  indexed.clear_node_indices();
+}
+
+void ExpectEqualButTiming(const google::protobuf::Message& a, const google::protobuf::Message& b) {
   google::protobuf::util::MessageDifferencer differencer;
   differencer.IgnoreField(v1::PlanSummary::descriptor()->FindFieldByName("planner_seconds"));
   std::string differences;
   differencer.ReportDifferencesToString(&differences);
-  EXPECT_TRUE(differencer.Compare(by_name, by_index)) << differences;
+  EXPECT_TRUE(differencer.Compare(a, b)) << differences;
+}
+
+// Checks that `by_index` is `by_name` with indices for names.
+void ExpectSamePlan(const v1::Graph& graph, v1::PartitionPlan by_name, v1::PartitionPlan by_index) {
+  EXPECT_EQ(by_name.partition_by_node_index_size(), 0);
+  EXPECT_EQ(by_index.assignments_size(), 0);
+  EXPECT_EQ(IndexedAssignments(graph, by_index.partition_by_node_index()),
+            NamedAssignments(by_name.assignments()));
+  ASSERT_EQ(by_name.partitions_size(), by_index.partitions_size());
+  for (int p = 0; p < by_name.partitions_size(); ++p) {
+    ExpectSameNodesAndClear(graph, *by_name.mutable_partitions(p), *by_index.mutable_partitions(p));
+  }
+  by_name.clear_assignments();
+  by_index.clear_partition_by_node_index();
+  ExpectEqualButTiming(by_name, by_index);
+}
+
+void ExpectSameShards(const v1::Graph& graph, v1::ShardGraphResponse by_name,
+                      v1::ShardGraphResponse by_index) {
+  EXPECT_EQ(by_name.shard_by_node_index_size(), 0);
+  EXPECT_EQ(by_index.assignments_size(), 0);
+  EXPECT_EQ(IndexedAssignments(graph, by_index.shard_by_node_index()),
+            NamedAssignments(by_name.assignments()));
+  ASSERT_EQ(by_name.shards_size(), by_index.shards_size());
+  for (int s = 0; s < by_name.shards_size(); ++s) {
+    ExpectSameNodesAndClear(graph, *by_name.mutable_shards(s), *by_index.mutable_shards(s));
+  }
+  by_name.clear_assignments();
+  by_index.clear_shard_by_node_index();
+  ExpectEqualButTiming(by_name, by_index);
+}
+
+void ExpectSameResponse(const v1::Graph& graph, const v1::PartitionGraphResponse& by_name,
+                        const v1::PartitionGraphResponse& by_index) {
+  ExpectSamePlan(graph, by_name.plan(), by_index.plan());
+}
+void ExpectSameResponse(const v1::Graph& graph, const v1::PlanResponse& by_name,
+                        const v1::PlanResponse& by_index) {
+  ExpectSamePlan(graph, by_name.plan(), by_index.plan());
+}
+void ExpectSameResponse(const v1::Graph& graph, const v1::ShardGraphResponse& by_name,
+                        const v1::ShardGraphResponse& by_index) {
+  ExpectSameShards(graph, by_name, by_index);
 }
 
 template <typename Request, typename Response>
@@ -77,7 +125,7 @@ void ExpectSameBothReferences(
   Response by_index;
   const absl::Status index_status = entry_point(request, InputLimits(), token, &by_index);
   ASSERT_EQ(name_status, index_status);
-  if (name_status.ok()) ExpectSamePlan(request.graph(), by_name.plan(), by_index.plan());
+  if (name_status.ok()) ExpectSameResponse(request.graph(), by_name, by_index);
 }
 
 class PartitionerNodeReferencesTest : public ::testing::TestWithParam<std::string> {};
@@ -101,11 +149,15 @@ INSTANTIATE_TEST_SUITE_P(
                                            "tests/fixtures/partitioner/sparse_nn"})),
     FixturePathCaseName);
 
-// Plan with a shard planner: its shards become the plan's partitions.
-class ShardPlanNodeReferencesTest : public ::testing::TestWithParam<std::string> {};
-TEST_P(ShardPlanNodeReferencesTest, IndicesNameTheSameNodes) {
-  const auto shard_request = LoadFixtureRequest<v1::ShardGraphRequest>(GetParam());
+// ShardGraph, and Plan with a shard planner, whose shards become the plan's
+// partitions.
+class ShardNodeReferencesTest : public ::testing::TestWithParam<std::string> {};
+TEST_P(ShardNodeReferencesTest, IndicesNameTheSameNodes) {
+  auto shard_request = LoadFixtureRequest<v1::ShardGraphRequest>(GetParam());
   for (const v1::ShardConfig::Mode mode : {v1::ShardConfig::FAIRSCALE, v1::ShardConfig::BALANCED}) {
+    shard_request.mutable_config()->set_mode(mode);
+    ExpectSameBothReferences<v1::ShardGraphRequest, v1::ShardGraphResponse>(&ShardGraph,
+                                                                            shard_request);
     v1::PlanRequest plan;
     *plan.mutable_graph() = shard_request.graph();
     *plan.mutable_devices() = shard_request.devices();
@@ -114,9 +166,10 @@ TEST_P(ShardPlanNodeReferencesTest, IndicesNameTheSameNodes) {
     ExpectSameBothReferences<v1::PlanRequest, v1::PlanResponse>(&Plan, plan);
   }
 }
-INSTANTIATE_TEST_SUITE_P(Fixtures, ShardPlanNodeReferencesTest,
-                         ::testing::ValuesIn(FixturePathsUnder({"tests/fixtures/pipeline/auto_shard"})),
-                         FixturePathCaseName);
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, ShardNodeReferencesTest,
+    ::testing::ValuesIn(FixturePathsUnder({"tests/fixtures/pipeline/auto_shard"})),
+    FixturePathCaseName);
 
 // A value this server does not know is the caller's error, named, whatever
 // the planner.
@@ -143,6 +196,15 @@ TEST(NodeReferencesTest, UnknownValueIsInvalidArgumentOnTheField) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << shard;
     EXPECT_EQ(InvalidFieldPath(status), "node_references") << shard;
   }
+
+  v1::ShardGraphRequest shard_request;
+  *shard_request.mutable_graph() = request.graph();
+  shard_request.mutable_config()->set_shard_count(2);
+  shard_request.set_node_references(static_cast<v1::NodeReferences>(2));
+  v1::ShardGraphResponse shard_response;
+  status = ShardGraph(shard_request, InputLimits(), CancellationToken(), &shard_response);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InvalidFieldPath(status), "node_references");
 }
 
 }  // namespace

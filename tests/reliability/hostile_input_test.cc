@@ -917,6 +917,11 @@ std::vector<HostileCase> Cases() {
                  r.mutable_config()->set_mode(static_cast<v1::ShardConfig::Mode>(9));
                },
                "config.mode"));
+  add(ShardRow("ShardUnknownNodeReferences",
+               [](v1::ShardGraphRequest& r) {
+                 r.set_node_references(static_cast<v1::NodeReferences>(5));
+               },
+               "node_references"));
   add(ShardRow("ShardModuleListedTwice",
                [](v1::ShardGraphRequest& r) {
                  *r.mutable_graph()->add_modules() = r.graph().modules(1);

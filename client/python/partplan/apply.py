@@ -20,7 +20,7 @@ import torch.nn as nn
 from torch.fx.passes.split_module import split_module
 
 from . import messages as pb
-from .client import indexed_assignment
+from .client import indexed_assignment, partition_by_node_index
 from .exporter import trace
 
 OP_NODES = ("call_module", "call_function", "call_method")
@@ -37,8 +37,7 @@ def assignment_of(response: Any, graph: Any = None) -> Dict[str, int]:
         return {str(k): int(v) for k, v in response.items()}
     if isinstance(response, (pb.PartitionGraphResponse, pb.PlanResponse)):
         response = response.plan
-    if (isinstance(response, pb.PartitionPlan) and not response.assignments
-            and response.partition_by_node_index):
+    if partition_by_node_index(response) is not None:
         return dict(indexed_assignment(response, graph))
     if isinstance(response, pb.SplitGraphResponse):
         return {node: sub.partition for sub in response.submodules for node in sub.nodes}

@@ -209,15 +209,26 @@ def node_references_value(value) -> int:
     return _enum_value(pb.NodeReferences, value, "node_references", prefix="NODE_REFERENCES_")
 
 
-def indexed_assignment(plan: "pb.PartitionPlan", graph) -> list:
+def partition_by_node_index(plan):
+    """The partition (or shard) of every node by index of a PartitionPlan or
+    ShardGraphResponse that names nodes by index (NODE_REFERENCES_INDICES);
+    None for any other plan."""
+    if isinstance(plan, pb.PartitionPlan) and not plan.assignments:
+        return plan.partition_by_node_index or None
+    if isinstance(plan, pb.ShardGraphResponse) and not plan.assignments:
+        return plan.shard_by_node_index or None
+    return None
+
+
+def indexed_assignment(plan, graph) -> list:
     """(node name, partition) pairs of a plan that names nodes by index
-    (NODE_REFERENCES_INDICES), in graph order: `graph` is the Graph that
+    (see partition_by_node_index), in graph order: `graph` is the Graph that
     was sent, or the names of its nodes in order."""
     if graph is None:
         raise ValueError("the plan names nodes by index (NODE_REFERENCES_INDICES); "
                          "give the graph it was made for")
     names = [n.name for n in graph.nodes] if isinstance(graph, pb.Graph) else list(graph)
-    partitions = plan.partition_by_node_index
+    partitions = partition_by_node_index(plan)
     if len(names) != len(partitions):
         raise ValueError(f"the plan gives a partition for {len(partitions)} nodes by index, "
                          f"but the graph has {len(names)} nodes: is it the graph that was sent?")
@@ -231,8 +242,7 @@ def _assignments(assignments, graph=None) -> list:
     for."""
     if hasattr(assignments, "plan") and isinstance(getattr(assignments, "plan"), pb.PartitionPlan):
         assignments = assignments.plan
-    if (isinstance(assignments, pb.PartitionPlan) and not assignments.assignments
-            and assignments.partition_by_node_index):
+    if partition_by_node_index(assignments) is not None:
         assignments = indexed_assignment(assignments, graph)
     if isinstance(assignments, pb.SplitGraphResponse):
         assignments = [(node, s.partition) for s in assignments.submodules for node in s.nodes]
@@ -481,10 +491,11 @@ class Client:
 
     def shard_graph(self, graph=None, shard_count: Optional[int] = None, *, mode=None,
                     exact: bool = False, devices=None, config: Optional[pb.ShardConfig] = None,
-                    request: Optional[pb.ShardGraphRequest] = None,
+                    node_references="names", request: Optional[pb.ShardGraphRequest] = None,
                     **call_options) -> pb.ShardGraphResponse:
         """fairscale's auto_shard (mode "fairscale") or balanced stages
-        (mode "balanced", with devices)."""
+        (mode "balanced", with devices). `node_references` as for
+        partition_graph."""
         if request is None:
             if config is None:
                 config = pb.ShardConfig(shard_count=shard_count or 0, exact=exact)
@@ -492,7 +503,8 @@ class Client:
                 if mode_value is not None:
                     config.mode = mode_value
             request = pb.ShardGraphRequest(graph=_as_graph(graph), config=config,
-                                           devices=_as_devices(devices))
+                                           devices=_as_devices(devices),
+                                           node_references=node_references_value(node_references))
         return self.call("ShardGraph", request, **call_options)
 
     def build_pipeline_graph(self, graph=None, workers=None, *,

@@ -428,6 +428,14 @@ class RealServerTest(unittest.TestCase):
                          self.client.split_graph(graph, by_name))
         plan = self.client.plan(graph, ["8MiB"] * 3, node_references="NODE_REFERENCES_INDICES").plan
         self.assertEqual(list(plan.partition_by_node_index), list(by_index.partition_by_node_index))
+        shards = self.client.shard_graph(graph, 3, mode="balanced", devices=["8MiB"] * 3)
+        shards_by_index = self.client.shard_graph(graph, 3, mode="balanced", devices=["8MiB"] * 3,
+                                                  node_references="indices")
+        self.assertEqual(len(shards_by_index.assignments), 0)
+        self.assertEqual(partplan.assignment_of(shards_by_index, graph),
+                         partplan.assignment_of(shards))
+        self.assertEqual([[graph.nodes[i].name for i in s.node_indices] for s in shards_by_index.shards],
+                         [list(s.nodes) for s in shards.shards])
         with self.assertRaisesRegex(ValueError, "names nodes by index"):
             partplan.assignment_of(by_index)
         with self.assertRaisesRegex(ValueError, "the graph has 2 nodes"):
