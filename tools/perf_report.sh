@@ -14,14 +14,15 @@
 #      shapes, with the parse and each call's peak heap (10^5 and 10^6 three
 #      times each, interleaved, for the growth ratios); pipeline_bench:
 #      ShardGraph (FAIRSCALE, BALANCED) at 10^4..10^6;
-#   4. end_to_end_bench: through a loopback server, next to the bare parse;
+#   4. end_to_end_bench: through a loopback server, with the plan by node index
+#      and by name, next to the bare parse;
 #   5. torch.fx 1.13's Partitioner (size_based) on the same 16,002-node graph
 #      (tests/bench/fx_size_based.py, with /usr/bin/python3), when installed;
 #   6. partplan_server on loopback (--metrics_port=-1), plan cache off, then on:
 #      `partplan load` of a ~100-node request at 16 clients with --compare_noop;
 #   7. the same server: a repeated 10^5-node request (a cache hit) vs Validate;
 #   8. fresh servers: VmHWM around one 10^6-node call (Validate; PartitionGraph
-#      with the plan cache off, then on);
+#      with the plan cache off, then on, then with the plan by node index);
 #   9. name_index_bench: graph_import's name -> id index alone (why import
 #      grows faster than the node count);
 #  10. with --profile: perf record -e cpu-clock of the end-to-end 10^6 call, of
@@ -94,6 +95,7 @@ cli="$bin/client/cli/partplan"
 for nodes in 100 100000 1000000; do
   "$bin/tests/bench/write_request" "$nodes" 8 "$out/request_$nodes.pb"
 done
+"$bin/tests/bench/write_request" 1000000 8 "$out/request_1000000_by_index.pb" indices
 
 step partitioner_bench
 # Each case runs for at least 2 s, so that 10^6 nodes are timed over several
@@ -182,8 +184,8 @@ done
 # Peak RSS of a fresh server around one call with the 10^6-node request.
 # Validate shows what receiving, parsing and importing the request cost alone.
 measure_rss() {
-  local name=$1 method=$2
-  shift 2
+  local name=$1 method=$2 request=$3
+  shift 3
   step "server peak memory: one 10^6-node $method, $name"
   start_server "rss_$name" "$@"
   local before
@@ -193,7 +195,7 @@ measure_rss() {
     perf_pid=$!
     sleep 1
   fi
-  "$cli" call "$method" --target="127.0.0.1:$port" --request="$out/request_1000000.pb" \
+  "$cli" call "$method" --target="127.0.0.1:$port" --request="$request" \
     --deadline=600s --output=table > "$out/rss_$name.response.txt"
   if [[ $profile == 1 && $name == partition_graph_cache_on ]]; then
     kill -INT "$perf_pid"
@@ -201,14 +203,15 @@ measure_rss() {
   fi
   local peak
   peak=$(awk '/^VmHWM/ {print $2}' "/proc/$server_pid/status")
-  echo "$name: before_kb=$before peak_kb=$peak request_bytes=$(stat -c %s "$out/request_1000000.pb")" \
+  echo "$name: before_kb=$before peak_kb=$peak request_bytes=$(stat -c %s "$request")" \
     | tee -a "$out/rss.txt"
   stop_server
 }
 : > "$out/rss.txt"
-measure_rss validate Validate
-measure_rss partition_graph_cache_off PartitionGraph --plan_cache_bytes=0
-measure_rss partition_graph_cache_on PartitionGraph
+measure_rss validate Validate "$out/request_1000000.pb"
+measure_rss partition_graph_cache_off PartitionGraph "$out/request_1000000.pb" --plan_cache_bytes=0
+measure_rss partition_graph_cache_on PartitionGraph "$out/request_1000000.pb"
+measure_rss partition_graph_by_index PartitionGraph "$out/request_1000000_by_index.pb"
 
 # The name -> id index of graph_import alone (see name_index_bench.cc).
 step name_index_bench
@@ -219,7 +222,7 @@ step name_index_bench
 if [[ $profile == 1 ]]; then
   step "profile: end_to_end_bench PartitionGraph 10^6"
   perf record -q -e cpu-clock -g -o "$out/end_to_end_1e6.perf.data" \
-    "$bin/tests/bench/end_to_end_bench" --benchmark_filter='BM_PartitionGraphEndToEnd/1000000/' \
+    "$bin/tests/bench/end_to_end_bench" --benchmark_filter='BM_PartitionGraphEndToEnd/by_index/1000000/' \
     > /dev/null 2>&1
   step "profile: partitioner_bench Validate 10^5 and 10^6"
   for nodes in 100000 1000000; do
@@ -277,19 +280,23 @@ rows = []
 def row(what, figure, target, met):
     rows.append((what, figure, target, "met" if met else "MISSED"))
 
-# End to end at 10^6.
-end = seconds(e2e["BM_PartitionGraphEndToEnd/1000000"], "real_time")
+# End to end at 10^6, with the plan by node index and by name (the default).
 parse = seconds(e2e["BM_ParseRequestHeap/1000000"])
 parse_arena = seconds(e2e["BM_ParseRequestArena/1000000"])
-row("size_based end to end, 10^6 nodes", f"{end:.2f} s", "<= 1 s", end <= 1)
-row("  / bare ParseFromString of its request", f"{end / parse:.1f}x ({parse:.2f} s parse)", "<= 3x",
-    end / parse <= 3)
-row("  (for scale) / protobuf's parse on an arena, which the server no longer does",
-    f"{end / parse_arena:.1f}x ({parse_arena:.2f} s)", "(<= 3x)", end / parse_arena <= 3)
+end = {form: seconds(e2e[f"BM_PartitionGraphEndToEnd/{form}/1000000"], "real_time")
+       for form in ("by_index", "by_name")}
+for form, label in (("by_index", "plan by node index"), ("by_name", "plan by name, the default")):
+    row(f"size_based end to end, 10^6 nodes, {label}", f"{end[form]:.2f} s", "<= 1 s",
+        end[form] <= 1)
+    row("  / bare ParseFromString of its request", f"{end[form] / parse:.1f}x ({parse:.2f} s parse)",
+        "<= 3x", end[form] / parse <= 3)
+row("  (for scale) by index / protobuf's parse on an arena, which the server no longer does",
+    f"{end['by_index'] / parse_arena:.1f}x ({parse_arena:.2f} s)", "(<= 3x)",
+    end["by_index"] / parse_arena <= 3)
 
 # 16,002 nodes vs torch.fx.
 ours_planner = seconds(partitioner["BM_PartitionGraphSizeBased/residual/16002"])
-ours_e2e = seconds(e2e["BM_PartitionGraphEndToEnd/16002"], "real_time")
+ours_e2e = seconds(e2e["BM_PartitionGraphEndToEnd/by_name/16002"], "real_time")
 fx = None
 with open(os.path.join(out, "torch_fx.txt")) as f:
     m = re.search(r"partition_graph: (\d+) nodes, (\d+) partitions, ([\d.]+) s", f.read())
@@ -352,6 +359,7 @@ with open(os.path.join(out, "rss.txt")) as f:
             rss[m.group(1)] = (int(m.group(2)) * 1024, int(m.group(3)) * 1024, int(m.group(4)))
 for name, label in [("partition_graph_cache_on", "PartitionGraph, default server"),
                     ("partition_graph_cache_off", "PartitionGraph, no plan cache"),
+                    ("partition_graph_by_index", "PartitionGraph, plan by node index"),
                     ("validate", "Validate (receive + parse + import)")]:
     if name in rss:
         before, peak, request = rss[name]
@@ -365,21 +373,25 @@ if arena:
           f"({arena['parsed_bytes'] / 2**20:.0f} MiB)")
 
 # Where the 10^6 end-to-end time goes: the stages timed alone.
-stages = [("client serialises request", "BM_SerializeRequest/1000000"),
-          ("server: graph from its bytes, size_based, response", "BM_PlanOnArena/1000000"),
-          ("server serialises response", "BM_SerializeResponse/1000000"),
-          ("client parses response (arena)", "BM_ParseResponseArena/1000000")]
-print("\nEnd to end at 10^6 nodes, stage by stage:")
-total = 0
-for label, name in stages:
+stages = [("client serialises request (built on an arena)", "BM_SerializeRequestArena/1000000"),
+          ("server: graph from its bytes, size_based, response", "BM_PlanOnArena/{form}/1000000"),
+          ("server serialises response", "BM_SerializeResponse/{form}/1000000"),
+          ("client parses response (arena)", "BM_ParseResponseArena/{form}/1000000")]
+for form in ("by_index", "by_name"):
+    print(f"\nEnd to end at 10^6 nodes, plan {form.replace('_', ' ')}, stage by stage:")
+    total = 0
+    for label, name in stages:
+        name = name.format(form=form)
+        if name in e2e:
+            total += seconds(e2e[name])
+            print(f"  {label:52s} {seconds(e2e[name]) * 1e3:8.0f} ms")
+    print(f"  {'sum of the stages':52s} {total * 1e3:8.0f} ms")
+    print(f"  {'measured end to end':52s} {end[form] * 1e3:8.0f} ms "
+          "(the rest: gRPC, loopback, scheduling)")
+for label, name in (("client serialises request built on the heap", "BM_SerializeRequest/1000000"),
+                    ("protobuf parse of the request, arena", "BM_ParseRequestArena/1000000")):
     if name in e2e:
-        total += seconds(e2e[name])
-        print(f"  {label:52s} {seconds(e2e[name]) * 1e3:8.0f} ms")
-print(f"  {'sum of the stages':52s} {total * 1e3:8.0f} ms")
-print(f"  {'measured end to end':52s} {end * 1e3:8.0f} ms (the rest: gRPC, loopback, scheduling)")
-if "BM_ParseRequestArena/1000000" in e2e:
-    print(f"  {'(not on the path: protobuf parse, arena)':52s} "
-          f"{seconds(e2e['BM_ParseRequestArena/1000000']) * 1e3:8.0f} ms")
+        print(f"  (not on the path: {label}) {seconds(e2e[name]) * 1e3:8.0f} ms")
 
 with open(os.path.join(out, "name_index_bench.json")) as f:
     names = {r["name"]: r for r in json.load(f)["benchmarks"]}

@@ -1,24 +1,29 @@
 // End-to-end benchmarks through a real server on loopback: the client
-// serialises an N-node request, gRPC carries it, the server parses it (on
-// an arena), validates, plans and replies, and the client parses the plan.
-// Beside them, the floors: parsing the same request alone (heap and arena),
-// and Validate, which parses and validates without planning.
+// serialises an N-node request, gRPC carries it, the server reads its graph
+// from the bytes received, validates, plans and replies, and the client
+// parses the plan. Beside them, the floors: protobuf's parse of the same
+// request alone (heap and arena), and Validate, which reads and validates
+// without planning.
 //
 // The stages of one call, timed alone, so that the end-to-end figure can be
-// split: the client serialises the request, the server parses it (arena),
-// plans into an arena response and serialises it, the client parses it.
+// split: the client serialises the request (built on an arena, and for
+// scale on the heap), the server reads it and plans into an arena response,
+// serialises that, and the client parses it (on an arena).
 //
-// PartitionGraph runs against a server without a plan cache, so that every
-// iteration plans; ...Cached against one with the default cache, so that
-// every iteration after the first is a hit (the benchmark sends the same
-// request each time).
+// PartitionGraph's cases run with the plan naming nodes (the default,
+// `/by_name/`) and with node indices (`/by_index/`, NODE_REFERENCES_INDICES),
+// against a server without a plan cache, so that every iteration plans;
+// ...Cached against one with the default cache, so that every iteration
+// after the first is a hit (the benchmark sends the same request each time).
 //
 //   bazel run -c opt //tests/bench:end_to_end_bench
 #include <grpcpp/grpcpp.h>
 
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "benchmark/benchmark.h"
 #include "google/protobuf/arena.h"
@@ -99,6 +104,10 @@ void BM_ParseRequestArena(benchmark::State& state) {
   state.counters["parsed_bytes"] = static_cast<double>(in_memory);
 }
 
+// The client's serialisation of a request built on the heap, message by
+// message, and of the same request built on an arena, as the end-to-end
+// cases' client builds it: serialising walks every message, and on an arena
+// they lie in the order it walks them.
 void BM_SerializeRequest(benchmark::State& state) {
   const v1::PartitionGraphRequest request = ResidualStackRequest(state.range(0), 8);
   for (auto _ : state) {
@@ -107,12 +116,30 @@ void BM_SerializeRequest(benchmark::State& state) {
   }
 }
 
+void BM_SerializeRequestArena(benchmark::State& state) {
+  google::protobuf::Arena arena;
+  auto* request = google::protobuf::Arena::CreateMessage<v1::PartitionGraphRequest>(&arena);
+  *request = ResidualStackRequest(state.range(0), 8);
+  for (auto _ : state) {
+    std::string bytes;
+    benchmark::DoNotOptimize(request->SerializeToString(&bytes));
+  }
+}
+
+// The benchmarks' PartitionGraph request: a residual stack on 8 devices.
+v1::PartitionGraphRequest PartitionRequest(const benchmark::State& state,
+                                           v1::NodeReferences node_references) {
+  v1::PartitionGraphRequest request = ResidualStackRequest(state.range(0), 8);
+  request.set_node_references(node_references);
+  return request;
+}
+
 // Import, validation, size_based and the response message, as the server
 // runs them: the request's fields but its graph parsed on an arena, the
 // graph imported straight from its bytes (planner/serialized_request.h), the
 // response built on an arena.
-void BM_PlanOnArena(benchmark::State& state) {
-  const std::string bytes = ResidualStackRequest(state.range(0), 8).SerializeAsString();
+void BM_PlanOnArena(benchmark::State& state, v1::NodeReferences node_references) {
+  const std::string bytes = PartitionRequest(state, node_references).SerializeAsString();
   const CancellationToken token;
   for (auto _ : state) {
     google::protobuf::Arena arena(CallArenaOptions());
@@ -128,9 +155,9 @@ void BM_PlanOnArena(benchmark::State& state) {
 }
 
 // The plan's reply: the server serialises it, the client parses it (arena).
-void BM_SerializeResponse(benchmark::State& state) {
+void BM_SerializeResponse(benchmark::State& state, v1::NodeReferences node_references) {
   const v1::PartitionGraphResponse response =
-      *PartitionGraph(ResidualStackRequest(state.range(0), 8), InputLimits(), CancellationToken());
+      *PartitionGraph(PartitionRequest(state, node_references), InputLimits(), CancellationToken());
   for (auto _ : state) {
     std::string bytes;
     benchmark::DoNotOptimize(response.SerializeToString(&bytes));
@@ -138,9 +165,9 @@ void BM_SerializeResponse(benchmark::State& state) {
   state.counters["response_bytes"] = static_cast<double>(response.ByteSizeLong());
 }
 
-void BM_ParseResponseArena(benchmark::State& state) {
+void BM_ParseResponseArena(benchmark::State& state, v1::NodeReferences node_references) {
   const std::string bytes =
-      PartitionGraph(ResidualStackRequest(state.range(0), 8), InputLimits(), CancellationToken())
+      PartitionGraph(PartitionRequest(state, node_references), InputLimits(), CancellationToken())
           ->SerializeAsString();
   for (auto _ : state) {
     google::protobuf::Arena arena;
@@ -149,39 +176,45 @@ void BM_ParseResponseArena(benchmark::State& state) {
   }
 }
 
+// The end-to-end cases' client builds its request on an arena (outside the
+// timing) and parses the response on one.
 void BM_ValidateEndToEnd(benchmark::State& state) {
-  v1::ValidateRequest request;
-  *request.mutable_graph() = ResidualStack(state.range(0));
+  google::protobuf::Arena request_arena;
+  auto* request = google::protobuf::Arena::CreateMessage<v1::ValidateRequest>(&request_arena);
+  *request->mutable_graph() = ResidualStack(state.range(0));
   for (auto _ : state) {
     grpc::ClientContext context;
     v1::ValidateResponse response;
-    const grpc::Status status = Loopback::Get().stub().Validate(&context, request, &response);
+    const grpc::Status status = Loopback::Get().stub().Validate(&context, *request, &response);
     if (!status.ok()) state.SkipWithError(status.error_message().c_str());
   }
 }
 
-void RunPartitionGraphEndToEnd(benchmark::State& state, Loopback& loopback) {
-  const v1::PartitionGraphRequest request = ResidualStackRequest(state.range(0), 8);
+void RunPartitionGraphEndToEnd(benchmark::State& state, Loopback& loopback,
+                               v1::NodeReferences node_references) {
+  google::protobuf::Arena request_arena;
+  auto* request = google::protobuf::Arena::CreateMessage<v1::PartitionGraphRequest>(&request_arena);
+  *request = PartitionRequest(state, node_references);
   size_t response_bytes = 0;
   for (auto _ : state) {
     grpc::ClientContext context;
-    google::protobuf::Arena arena;  // the client parses the plan on an arena too
+    google::protobuf::Arena arena;
     auto* response = google::protobuf::Arena::CreateMessage<v1::PartitionGraphResponse>(&arena);
-    const grpc::Status status = loopback.stub().PartitionGraph(&context, request, response);
+    const grpc::Status status = loopback.stub().PartitionGraph(&context, *request, response);
     if (!status.ok()) state.SkipWithError(status.error_message().c_str());
     response_bytes = response->ByteSizeLong();
   }
-  state.counters["request_bytes"] = static_cast<double>(request.ByteSizeLong());
+  state.counters["request_bytes"] = static_cast<double>(request->ByteSizeLong());
   state.counters["response_bytes"] = static_cast<double>(response_bytes);
 }
 
-void BM_PartitionGraphEndToEnd(benchmark::State& state) {
-  RunPartitionGraphEndToEnd(state, Loopback::Get());
+void BM_PartitionGraphEndToEnd(benchmark::State& state, v1::NodeReferences node_references) {
+  RunPartitionGraphEndToEnd(state, Loopback::Get(), node_references);
 }
 
 // The same request again and again: a plan cache hit after the first.
 void BM_PartitionGraphEndToEndCached(benchmark::State& state) {
-  RunPartitionGraphEndToEnd(state, Loopback::GetCached());
+  RunPartitionGraphEndToEnd(state, Loopback::GetCached(), v1::NODE_REFERENCES_NAMES);
 }
 
 BENCHMARK(BM_ParseRequestHeap)->Arg(100)->Arg(100000)->Arg(1000000)
@@ -190,15 +223,37 @@ BENCHMARK(BM_ParseRequestArena)->Arg(100)->Arg(100000)->Arg(1000000)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SerializeRequest)->Arg(100)->Arg(100000)->Arg(1000000)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PlanOnArena)->Arg(100)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_SerializeResponse)->Arg(100)->Arg(100000)->Arg(1000000)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_ParseResponseArena)->Arg(100)->Arg(100000)->Arg(1000000)
+BENCHMARK(BM_SerializeRequestArena)
+    ->Arg(100)
+    ->Arg(100000)
+    ->Arg(1000000)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ValidateEndToEnd)->Arg(100)->Arg(100000)->Arg(1000000)
     ->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_PartitionGraphEndToEnd)->Arg(100)->Arg(16002)->Arg(100000)->Arg(1000000)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+// Each PartitionGraph case with both forms of the plan, as
+// `<function>/by_name/<nodes>` and `<function>/by_index/<nodes>`.
+bool RegisterByNameAndByIndex(const std::string& name,
+                              void (*function)(benchmark::State&, v1::NodeReferences),
+                              std::initializer_list<int64_t> node_counts, bool real_time) {
+  for (const auto& [form, node_references] :
+       {std::pair{"/by_name", v1::NODE_REFERENCES_NAMES},
+        std::pair{"/by_index", v1::NODE_REFERENCES_INDICES}}) {
+    benchmark::internal::Benchmark* registered =
+        benchmark::RegisterBenchmark((name + form).c_str(), function, node_references);
+    for (const int64_t nodes : node_counts) registered->Arg(nodes);
+    registered->Unit(benchmark::kMillisecond);
+    if (real_time) registered->UseRealTime();
+  }
+  return true;
+}
+const bool kRegistered =
+    RegisterByNameAndByIndex("BM_PlanOnArena", &BM_PlanOnArena, {100, 100000, 1000000}, false) &&
+    RegisterByNameAndByIndex("BM_SerializeResponse", &BM_SerializeResponse, {100, 100000, 1000000},
+                             false) &&
+    RegisterByNameAndByIndex("BM_ParseResponseArena", &BM_ParseResponseArena,
+                             {100, 100000, 1000000}, false) &&
+    RegisterByNameAndByIndex("BM_PartitionGraphEndToEnd", &BM_PartitionGraphEndToEnd,
+                             {100, 16002, 100000, 1000000}, true);
 BENCHMARK(BM_PartitionGraphEndToEndCached)->Arg(100)->Arg(100000)
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 

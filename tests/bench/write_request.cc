@@ -3,11 +3,14 @@
 //
 //   bazel run -c opt //tests/bench:write_request -- 101 8 /tmp/small.pb
 //   bazel run -c opt //tests/bench:write_request -- 1000000 8 /tmp/big.pb
+//   bazel run -c opt //tests/bench:write_request -- 1000000 8 /tmp/big.pb indices
 //
 // Arguments: nodes (about: 3 per residual layer, plus input and output),
-// devices, output path. The request is a PartitionGraphRequest (size_based
-// over equal devices with 10% headroom), the one end_to_end_bench and
-// partitioner_bench plan. Prints the node count and the size.
+// devices, output path, and optionally `indices` for a request asking for
+// the plan by node index (NODE_REFERENCES_INDICES). The request is a
+// PartitionGraphRequest (size_based over equal devices with 10% headroom),
+// the one end_to_end_bench and partitioner_bench plan. Prints the node count
+// and the size.
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -20,13 +23,15 @@
 int main(int argc, char** argv) {
   int64_t nodes = 0;
   int devices = 0;
-  if (argc != 4 || !absl::SimpleAtoi(argv[1], &nodes) || !absl::SimpleAtoi(argv[2], &devices) ||
-      nodes < 5 || devices < 1) {
-    std::cerr << "usage: write_request NODES DEVICES OUTPUT.pb (NODES >= 5, DEVICES >= 1)\n";
+  const bool by_index = argc == 5 && std::string(argv[4]) == "indices";
+  if ((argc != 4 && !by_index) || !absl::SimpleAtoi(argv[1], &nodes) ||
+      !absl::SimpleAtoi(argv[2], &devices) || nodes < 5 || devices < 1) {
+    std::cerr << "usage: write_request NODES DEVICES OUTPUT.pb [indices] (NODES >= 5, DEVICES >= "
+                 "1)\n";
     return 2;
   }
-  const partplan::v1::PartitionGraphRequest request =
-      partplan::ResidualStackRequest(nodes, devices);
+  partplan::v1::PartitionGraphRequest request = partplan::ResidualStackRequest(nodes, devices);
+  if (by_index) request.set_node_references(partplan::v1::NODE_REFERENCES_INDICES);
   std::ofstream out(argv[3], std::ios::binary | std::ios::trunc);
   if (!out || !request.SerializeToOstream(&out) || !out.flush()) {
     std::cerr << "write_request: cannot write '" << argv[3] << "'\n";
