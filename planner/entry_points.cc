@@ -21,16 +21,6 @@
 namespace partplan {
 namespace {
 
-// A request's `node_references`, which an old client never sets and a newer
-// one may set to a value this server does not know.
-absl::Status CheckNodeReferences(v1::NodeReferences node_references) {
-  if (v1::NodeReferences_IsValid(node_references)) return absl::OkStatus();
-  return InvalidFieldError("node_references",
-                           absl::StrCat("unknown node_references ", node_references,
-                                        ": expected NODE_REFERENCES_NAMES or "
-                                        "NODE_REFERENCES_INDICES"));
-}
-
 // Imports and validates the graph and inventory, then partitions.
 absl::Status RunPartitioner(const GraphSource& graph_source, const v1::DeviceInventory& inventory,
                             const v1::PartitionerConfig& config, v1::NodeReferences node_references,

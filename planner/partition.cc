@@ -2,7 +2,18 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "planner/status_util.h"
+
 namespace partplan {
+
+absl::Status CheckNodeReferences(v1::NodeReferences node_references) {
+  if (v1::NodeReferences_IsValid(node_references)) return absl::OkStatus();
+  return InvalidFieldError("node_references",
+                           absl::StrCat("unknown node_references ", node_references,
+                                        ": expected NODE_REFERENCES_NAMES or "
+                                        "NODE_REFERENCES_INDICES"));
+}
 
 PartitionBuilder::PartitionBuilder(const CompactGraph& graph)
     : graph_(graph), last_partition_(graph.num_nodes(), -1) {}

@@ -16,7 +16,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "partplan/v1/plan.pb.h"
 #include "planner/graph.h"
 
 namespace partplan {
@@ -87,6 +89,11 @@ class NodeSetMemory {
 // Sets parents and children from partition_of: p is a parent of c when a
 // node of p has a user in c (torch.fx's set_parents_and_children).
 void LinkPartitions(const CompactGraph& graph, PartitionSet* set);
+
+// How a plan lists its nodes (a request's node_references): OK for a value
+// this library knows, else INVALID_ARGUMENT on `node_references`. A newer
+// client may send a value an older server does not know.
+absl::Status CheckNodeReferences(v1::NodeReferences node_references);
 
 }  // namespace partplan
 

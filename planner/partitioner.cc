@@ -94,7 +94,7 @@ void ToProto(const CompactGraph& graph, const DeviceList& devices, const Partiti
     if (by_name) {
       graph.AppendNames(partition.nodes, out->mutable_nodes());
     } else {
-      *out->mutable_node_indices() = {partition.nodes.begin(), partition.nodes.end()};
+      out->mutable_node_indices()->Add(partition.nodes.begin(), partition.nodes.end());
     }
     if (split_of[p] != nullptr) {
       graph.AppendNames(split_of[p]->inputs, out->mutable_inputs());
@@ -155,6 +155,7 @@ absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& dev
   if (!v1::PartitionerConfig::Mode_IsValid(config.mode())) {
     return InvalidFieldError("config.mode", absl::StrCat("unknown partitioner mode ", config.mode()));
   }
+  PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(node_references));
   if (devices.empty()) {
     return InvalidFieldError("devices.devices", "no devices: the inventory lists no device");
   }

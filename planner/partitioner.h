@@ -9,8 +9,8 @@
 //   5. the mode's partitioning, then best-fit placement of what it left
 //      unplaced (FAILED_PRECONDITION if something fits nowhere).
 //
-//   PARTPLAN_RETURN_IF_ERROR(
-//       PartitionGraphPlan(graph, devices, request.config(), token, &plan));
+//   PARTPLAN_RETURN_IF_ERROR(PartitionGraphPlan(graph, devices, request.config(),
+//                                               request.node_references(), token, &plan));
 #ifndef PARTPLAN_PLANNER_PARTITIONER_H_
 #define PARTPLAN_PLANNER_PARTITIONER_H_
 
@@ -34,8 +34,9 @@ absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& dev
                                 v1::NodeReferences node_references, const CancellationToken& token,
                                 v1::PartitionPlan* plan);
 
-// The PartitionPlan of partitions any planner made: assignments,
-// partitions with split_module's inputs and outputs, the DAG, device usage
+// The PartitionPlan of partitions any planner made: assignments (by name or
+// by index, as `node_references` asks), partitions with split_module's
+// inputs and outputs, the DAG, device usage
 // (`loads`, per inventory device) and the latency report. A cycle between
 // partitions is INVALID_ARGUMENT on `assignment_field`.
 absl::Status DescribePlan(const CompactGraph& graph, const DeviceList& devices,

@@ -9,6 +9,7 @@
 #include "absl/types/span.h"
 #include "planner/devices.h"
 #include "planner/limits.h"
+#include "planner/partition.h"
 #include "planner/pipeline/auto_shard.h"
 #include "planner/pipeline/balanced_stages.h"
 #include "planner/pipeline/stage_model.h"
@@ -181,6 +182,7 @@ ShardOptions ShardOptions::FromConfig(const v1::ShardConfig& config) {
 }
 
 absl::Status ShardOptions::CheckAndSetup() {
+  PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(node_references));
   if (mode == v1::ShardConfig::MODE_UNSPECIFIED) mode = v1::ShardConfig::FAIRSCALE;
   if (mode != v1::ShardConfig::FAIRSCALE && mode != v1::ShardConfig::BALANCED) {
     return InvalidFieldError(
@@ -199,8 +201,8 @@ absl::Status ShardGraphPlan(const CompactGraph& graph, const v1::ShardGraphReque
   const absl::Time start = absl::Now();
   response->Clear();
   ShardOptions options = ShardOptions::FromConfig(request.config());
-  PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup());
   options.node_references = request.node_references();
+  PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup());
   if (graph.num_op_nodes() == 0) {
     return InvalidFieldError("graph.nodes",
                              "nothing to shard: the graph has no call_module, call_function or "

@@ -11,6 +11,8 @@
 // node but the placeholders and the output, in graph order). The response
 // has the shard of every call_* node, and for every shard:
 //   - nodes: its call_* and get_attr nodes, in graph order;
+//   (with the request's node_references NODE_REFERENCES_INDICES, these two
+//   by node index: shard_by_node_index and Shard.node_indices;)
 //   - parameter_count: FAIRSCALE, the parameters auto_shard charged it;
 //     BALANCED, the sum of its nodes' parameter_count;
 //   - inputs: the values its nodes read from graph inputs and earlier
@@ -33,7 +35,7 @@
 // its two devices (one micro-batch through an empty pipeline); and the
 // planner's wall time.
 //
-// Errors. INVALID_ARGUMENT naming the field: `config.mode` unknown,
+// Errors. INVALID_ARGUMENT naming the field: `node_references` or `config.mode` unknown,
 // `config.shard_count` not positive, `graph.nodes` without any call_* node;
 // FAIRSCALE: `graph.modules` (ModuleParameterCharges); BALANCED: the
 // inventory (`devices...`, ImportDevices with default InputLimits), a
