@@ -18,8 +18,31 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "partplan/v1/device.pb.h"
 
 namespace partplan {
+
+// The directories of the Partitioner's golden fixtures, one per mode and
+// saturate_host: each holds PartitionGraph requests.
+inline std::vector<std::string> PartitionerFixtureDirs() {
+  return {"tests/fixtures/partitioner/size_based",    "tests/fixtures/partitioner/aot_based",
+          "tests/fixtures/partitioner/cost_aware",    "tests/fixtures/partitioner/kl_based",
+          "tests/fixtures/partitioner/saturate_host", "tests/fixtures/partitioner/sparse_nn"};
+}
+
+// `count` devices with room for any fixture, for running a fixture's graph
+// through a planner that needs an inventory its fixture has none of (e.g.
+// BALANCED stages for an auto_shard fixture).
+inline v1::DeviceInventory RoomyDevices(int count) {
+  v1::DeviceInventory inventory;
+  for (int i = 0; i < count; ++i) {
+    v1::Device* device = inventory.add_devices();
+    device->set_name("gpu" + std::to_string(i));
+    device->set_logical_id(i);
+    device->set_available_memory_bytes(int64_t{1} << 40);
+  }
+  return inventory;
+}
 
 // The .json files of `dir` (relative to the workspace root), sorted.
 inline std::vector<std::string> FixturePaths(const std::string& dir) {

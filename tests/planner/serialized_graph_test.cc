@@ -70,13 +70,9 @@ TEST_P(PartitionGraphBothWaysTest, SameAnswer) {
   *validate.mutable_devices() = request.devices();
   ExpectSameBothWays<v1::ValidateRequest, v1::ValidateResponse>(&Validate, validate);
 }
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, PartitionGraphBothWaysTest,
-    ::testing::ValuesIn(FixturePathsUnder(
-        {"tests/fixtures/partitioner/size_based", "tests/fixtures/partitioner/aot_based",
-         "tests/fixtures/partitioner/cost_aware", "tests/fixtures/partitioner/kl_based",
-         "tests/fixtures/partitioner/saturate_host", "tests/fixtures/partitioner/sparse_nn"})),
-    FixturePathCaseName);
+INSTANTIATE_TEST_SUITE_P(Fixtures, PartitionGraphBothWaysTest,
+                         ::testing::ValuesIn(FixturePathsUnder(PartitionerFixtureDirs())),
+                         FixturePathCaseName);
 
 class SplitGraphBothWaysTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(SplitGraphBothWaysTest, SameAnswer) {
@@ -94,6 +90,7 @@ TEST_P(ShardGraphBothWaysTest, SameAnswer) {
   ExpectSameBothWays<v1::ShardGraphRequest, v1::ShardGraphResponse>(&ShardGraph, request);
   // BALANCED reads latencies, FLOPs or parameter counts; FAIRSCALE modules.
   request.mutable_config()->set_mode(v1::ShardConfig::BALANCED);
+  *request.mutable_devices() = RoomyDevices(request.config().shard_count());
   ExpectSameBothWays<v1::ShardGraphRequest, v1::ShardGraphResponse>(&ShardGraph, request);
 }
 INSTANTIATE_TEST_SUITE_P(
