@@ -119,20 +119,29 @@ Inputs ReadInputs(const std::string& root) {
     shard.mutable_config()->set_shard_count(2);
     in.shard.push_back(std::move(shard));
   };
-  for (const auto& r : std::vector<v1::PartitionGraphRequest>(in.partition)) {
+  // Every fourth plan asks for nodes by index (NODE_REFERENCES_INDICES).
+  int seeds = 0;
+  auto node_references = [&seeds] {
+    return ++seeds % 4 == 0 ? v1::NODE_REFERENCES_INDICES : v1::NODE_REFERENCES_NAMES;
+  };
+  for (auto& r : in.partition) {
     add_graph(r.graph(), &r.devices());
     v1::PlanRequest plan;
     *plan.mutable_graph() = r.graph();
     *plan.mutable_devices() = r.devices();
     *plan.mutable_partitioner() = r.config();
+    plan.set_node_references(node_references());
     in.plan.push_back(std::move(plan));
+    r.set_node_references(node_references());
   }
-  for (const auto& r : std::vector<v1::ShardGraphRequest>(in.shard)) {
+  for (auto& r : in.shard) {
     v1::PlanRequest plan;
     *plan.mutable_graph() = r.graph();
     *plan.mutable_devices() = r.devices();
     *plan.mutable_shard() = r.config();
+    plan.set_node_references(node_references());
     in.plan.push_back(std::move(plan));
+    r.set_node_references(node_references());
   }
   for (const auto& r : in.split) add_graph(r.graph(), nullptr);
   for (const auto& r : in.pipeline) add_graph(r.graph(), nullptr);

@@ -300,7 +300,41 @@ void CheckStatusContract(const absl::Status& status, absl::string_view rpc) {
   }
 }
 
+// A plan by node index (NODE_REFERENCES_INDICES) names only nodes and
+// partitions (or shards) that exist: `group_of_node` has one entry a node,
+// each -1 or a group, and every group's node_indices are nodes.
+template <typename Group>
+void CheckNodeIndices(const google::protobuf::RepeatedField<int32_t>& group_of_node,
+                      const google::protobuf::RepeatedPtrField<Group>& groups,
+                      const v1::PlanSummary& summary, absl::string_view rpc) {
+  if (!group_of_node.empty() && group_of_node.size() != summary.node_count()) {
+    FailWith(rpc, absl::StrCat("a partition by node index for ", group_of_node.size(), " nodes of ",
+                               summary.node_count()));
+  }
+  for (const int32_t group : group_of_node) {
+    if (group < -1 || group >= groups.size()) {
+      FailWith(rpc, absl::StrCat("a node in partition ", group, " of ", groups.size()));
+    }
+  }
+  for (const Group& group : groups) {
+    for (const int32_t node : group.node_indices()) {
+      if (node < 0 || node >= summary.node_count()) {
+        FailWith(rpc, absl::StrCat("node index ", node, " of ", summary.node_count(), " nodes"));
+      }
+    }
+  }
+}
+
 void CheckResponseContract(const google::protobuf::Message& response, absl::string_view rpc) {
+  const v1::PartitionPlan* plan = nullptr;
+  if (const auto* r = dynamic_cast<const v1::PartitionGraphResponse*>(&response)) plan = &r->plan();
+  if (const auto* r = dynamic_cast<const v1::PlanResponse*>(&response)) plan = &r->plan();
+  if (plan != nullptr) {
+    CheckNodeIndices(plan->partition_by_node_index(), plan->partitions(), plan->summary(), rpc);
+  }
+  if (const auto* r = dynamic_cast<const v1::ShardGraphResponse*>(&response)) {
+    CheckNodeIndices(r->shard_by_node_index(), r->shards(), r->summary(), rpc);
+  }
   ForEachSetField(response, [rpc](const Message& message, const FieldDescriptor* field) {
     const Reflection* r = message.GetReflection();
     const std::string& name = field->name();

@@ -56,7 +56,8 @@ InputLimits FuzzLimits();
 void CheckStatusContract(const absl::Status& status, absl::string_view rpc);
 
 // Aborts when `response` holds a negative *bytes* field, a non-finite
-// double, or a negative time (a *seconds* field or `cost`).
+// double, a negative time (a *seconds* field or `cost`), or, in a plan by
+// node index, an index of no node or partition.
 void CheckResponseContract(const google::protobuf::Message& response, absl::string_view rpc);
 
 // Clears every planner_seconds field (wall time) in `message`.
