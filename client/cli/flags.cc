@@ -53,7 +53,7 @@ ABSL_FLAG(std::string, transfer_rate, "",
 ABSL_FLAG(bool, saturate_host, false, "Replicate partitions onto idle devices");
 ABSL_FLAG(std::string, node_references, "names",
           "How the plan refers to nodes: names, or indices in the graph's "
-          "nodes (a tenth of the bytes for large graphs)");
+          "nodes (about an eighth of the bytes for large graphs)");
 ABSL_FLAG(bool, tls, false,
           "Connect over TLS, verifying the server with gRPC's default roots "
           "(implied by --tls_ca, --tls_cert and --tls_key)");

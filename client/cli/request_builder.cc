@@ -59,7 +59,6 @@ absl::StatusOr<std::vector<int64_t>> ParseDeviceMemory(
   return sizes;
 }
 
-// What PartitionGraph and Plan requests both carry besides the graph.
 // The number of the value of `descriptor` named `prefix` followed by `name`
 // in upper case, but `excluded`; otherwise an error on `--flag` listing the
 // choices as typed (lower case, without the prefix).

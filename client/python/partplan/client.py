@@ -193,7 +193,8 @@ def _enum_value(enum_type, value, field: str, prefix: str = ""):
     try:
         return enum_type.Value(name)
     except ValueError:
-        choices = ", ".join(n.lower() for n in enum_type.keys() if not n.endswith("UNSPECIFIED"))
+        choices = ", ".join(n[len(prefix):].lower() for n in enum_type.keys()
+                            if n.startswith(prefix) and not n.endswith("UNSPECIFIED"))
         raise ValueError(f"{field}: unknown value {value!r}; one of {choices}") from None
 
 
@@ -220,14 +221,31 @@ def partition_by_node_index(plan):
     return None
 
 
+def _node_names(graph) -> list:
+    """The node names, in order, of a Graph (or what _as_graph reads as one:
+    a dict, a path), a torch.fx GraphModule or Graph, or a sequence of names."""
+    if isinstance(graph, (pb.Graph, Mapping, str, os.PathLike)):
+        return [n.name for n in _as_graph(graph).nodes]
+    if hasattr(graph, "graph") and hasattr(graph.graph, "nodes"):
+        graph = graph.graph  # a torch.fx GraphModule, or an AtenExport
+    if hasattr(graph, "nodes"):
+        return [n.name for n in graph.nodes]  # a torch.fx Graph, or the Graph of either
+    names = list(graph)
+    if not all(isinstance(name, str) for name in names):
+        raise TypeError("expected the graph (a Graph, a dict, a path or a GraphModule) or its "
+                        "node names in order")
+    return names
+
+
 def indexed_assignment(plan, graph) -> list:
     """(node name, partition) pairs of a plan that names nodes by index
     (see partition_by_node_index), in graph order: `graph` is the Graph that
-    was sent, or the names of its nodes in order."""
+    was sent (or a dict or path of it), the GraphModule it was exported
+    from, or the names of its nodes in order."""
     if graph is None:
         raise ValueError("the plan names nodes by index (NODE_REFERENCES_INDICES); "
                          "give the graph it was made for")
-    names = [n.name for n in graph.nodes] if isinstance(graph, pb.Graph) else list(graph)
+    names = _node_names(graph)
     partitions = partition_by_node_index(plan)
     if len(names) != len(partitions):
         raise ValueError(f"the plan gives a partition for {len(partitions)} nodes by index, "
@@ -440,7 +458,7 @@ class Client:
         "sparse_nn", "aot_based", ... (or give a PartitionerConfig);
         `devices` a DeviceInventory or memory sizes (["8GiB", "8GiB"]).
         node_references="indices" asks for a plan naming nodes by their index
-        in the graph, a tenth of the bytes for large graphs
+        in the graph, about an eighth of the bytes for large graphs
         (`assignment_of(response, graph)` reads it)."""
         if request is None:
             request = pb.PartitionGraphRequest(

@@ -47,7 +47,9 @@ def _share(used: int, available: int) -> str:
 def format_plan(plan: pb.PartitionPlan) -> str:
     partitions = [("ID", "NODES", "MEMORY", "DEVICES", "LATENCY")]
     for p in plan.partitions:
-        partitions.append((str(p.id), str(len(p.nodes)), format_byte_size(p.memory_bytes),
+        # One of nodes / node_indices is filled, as the request's node_references asked.
+        nodes = len(p.nodes) + len(p.node_indices)
+        partitions.append((str(p.id), str(nodes), format_byte_size(p.memory_bytes),
                            _ids(p.logical_device_ids), _latency(p.latency_seconds)))
     devices = [("ID", "NAME", "USED", "AVAILABLE", "USE", "PARTITIONS")]
     for u in plan.device_usage:

@@ -124,6 +124,23 @@ class CliTest(unittest.TestCase):
         self.assertEqual(status, 2)
         self.assertIn("--mode: unknown value 'best'", err)
 
+    def test_plan_by_node_index_table(self):
+        graph = os.path.join(support.REPO, "client", "examples", "graph_mlp.json")
+        args = ["plan", "--graph", graph, "--target", self.server.target, "--device-memory", "8MiB",
+                "--devices", "3"]
+        status, out, err = run_cli(*args, "--node-references", "indices")
+        self.assertEqual(status, 0, err)
+        plan = json_format.Parse(out, pb.PlanResponse()).plan
+        self.assertEqual(len(plan.assignments), 0)
+        self.assertGreater(len(plan.partition_by_node_index), 0)
+        # The table counts each partition's nodes whichever way they are listed.
+        tables = [run_cli(*args, "--node-references", form, "--output", "table")
+                  for form in ("names", "indices")]
+        self.assertEqual([t[0] for t in tables], [0, 0], tables)
+        partition_rows = [[line for line in t[1].splitlines() if line.startswith("  0 ")] for t in tables]
+        self.assertEqual(partition_rows[0], partition_rows[1])
+        self.assertNotRegex(partition_rows[1][0], r"^  0\s+0\s")
+
     def test_errors_exit_with_the_grpc_code(self):
         bad = self.path("bad.json")
         with open(bad, "w") as f:

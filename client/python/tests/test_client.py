@@ -486,8 +486,38 @@ class RequestBuildingTest(unittest.TestCase):
         self.assertEqual((r[5].input_batch_dim, r[5].style), (1, pb.FULLY_SHARD))
         self.assertEqual([(a.node, a.partition) for a in r[6].assignments], [("fc1", 0), ("fc2", 1)])
         self.assertTrue(r[6].keep_original_order)
+        self.assertEqual([request.node_references for request in r[:4]], [pb.NODE_REFERENCES_NAMES] * 4)
         for request in r:
             self.assertEqual(request.graph, graph)
+
+    def test_plans_by_node_index(self):
+        graph = example("graph_mlp.json", pb.Graph)
+        c = self.client
+        c.partition_graph(graph, ["1GiB"], node_references="indices")
+        c.plan(graph, ["1GiB"], node_references="INDICES")
+        c.shard_graph(graph, 2, node_references=pb.NODE_REFERENCES_INDICES)
+        self.assertEqual([request.node_references for _, request in self.sent],
+                         [pb.NODE_REFERENCES_INDICES] * 3)
+        # A plan by index is read with the graph it was made for, in any of
+        # the forms a graph is given in.
+        names = [n.name for n in graph.nodes]
+        by_index = pb.PartitionPlan(partition_by_node_index=[
+            -1 if n.op in (pb.PLACEHOLDER, pb.GET_ATTR, pb.OUTPUT) else i % 2
+            for i, n in enumerate(graph.nodes)])
+        expected = [(n.name, i % 2) for i, n in enumerate(graph.nodes)
+                    if n.op not in (pb.PLACEHOLDER, pb.GET_ATTR, pb.OUTPUT)]
+        for form in (graph, names, json_format.MessageToDict(graph)):
+            self.assertEqual(partplan.client.indexed_assignment(by_index, form), expected)
+        c.split_graph(graph, by_index)
+        self.assertEqual([(a.node, a.partition) for a in self.sent[-1][1].assignments], expected)
+        shards = pb.ShardGraphResponse(shard_by_node_index=by_index.partition_by_node_index)
+        self.assertEqual(partplan.assignment_of(shards, graph), dict(expected))
+        with self.assertRaisesRegex(ValueError, "give the graph it was made for"):
+            partplan.assignment_of(by_index)
+        with self.assertRaisesRegex(TypeError, "node names in order"):
+            partplan.client.indexed_assignment(by_index, [1, 2])
+        with self.assertRaisesRegex(ValueError, "node_references: unknown value 'ids'; one of names, indices"):
+            c.plan(graph, ["1GiB"], node_references="ids")
 
     def test_aten_export_carries_its_roles(self):
         import torch
