@@ -127,8 +127,8 @@ void BM_SerializeRequestArena(benchmark::State& state) {
 }
 
 // The benchmarks' PartitionGraph request: a residual stack on 8 devices.
-v1::PartitionGraphRequest PartitionRequest(const benchmark::State& state,
-                                           v1::NodeReferences node_references) {
+v1::PartitionGraphRequest BenchRequest(const benchmark::State& state,
+                                       v1::NodeReferences node_references) {
   v1::PartitionGraphRequest request = ResidualStackRequest(state.range(0), 8);
   request.set_node_references(node_references);
   return request;
@@ -139,7 +139,7 @@ v1::PartitionGraphRequest PartitionRequest(const benchmark::State& state,
 // graph imported straight from its bytes (planner/serialized_request.h), the
 // response built on an arena.
 void BM_PlanOnArena(benchmark::State& state, v1::NodeReferences node_references) {
-  const std::string bytes = PartitionRequest(state, node_references).SerializeAsString();
+  const std::string bytes = BenchRequest(state, node_references).SerializeAsString();
   const CancellationToken token;
   for (auto _ : state) {
     google::protobuf::Arena arena(CallArenaOptions());
@@ -157,7 +157,7 @@ void BM_PlanOnArena(benchmark::State& state, v1::NodeReferences node_references)
 // The plan's reply: the server serialises it, the client parses it (arena).
 void BM_SerializeResponse(benchmark::State& state, v1::NodeReferences node_references) {
   const v1::PartitionGraphResponse response =
-      *PartitionGraph(PartitionRequest(state, node_references), InputLimits(), CancellationToken());
+      *PartitionGraph(BenchRequest(state, node_references), InputLimits(), CancellationToken());
   for (auto _ : state) {
     std::string bytes;
     benchmark::DoNotOptimize(response.SerializeToString(&bytes));
@@ -167,7 +167,7 @@ void BM_SerializeResponse(benchmark::State& state, v1::NodeReferences node_refer
 
 void BM_ParseResponseArena(benchmark::State& state, v1::NodeReferences node_references) {
   const std::string bytes =
-      PartitionGraph(PartitionRequest(state, node_references), InputLimits(), CancellationToken())
+      PartitionGraph(BenchRequest(state, node_references), InputLimits(), CancellationToken())
           ->SerializeAsString();
   for (auto _ : state) {
     google::protobuf::Arena arena;
@@ -194,7 +194,7 @@ void RunPartitionGraphEndToEnd(benchmark::State& state, Loopback& loopback,
                                v1::NodeReferences node_references) {
   google::protobuf::Arena request_arena;
   auto* request = google::protobuf::Arena::CreateMessage<v1::PartitionGraphRequest>(&request_arena);
-  *request = PartitionRequest(state, node_references);
+  *request = BenchRequest(state, node_references);
   size_t response_bytes = 0;
   for (auto _ : state) {
     grpc::ClientContext context;
