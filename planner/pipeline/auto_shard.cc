@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "planner/name_index.h"
 #include "planner/status_util.h"
 
 namespace partplan {
@@ -83,6 +84,18 @@ absl::Status AutoShardOptions::CheckAndSetup() const {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The modules' qualified names by index, as NameIndex reads names.
+struct ModuleNames {
+  const google::protobuf::RepeatedPtrField<v1::Module>& modules;
+  absl::string_view operator[](int64_t i) const {
+    return modules.Get(static_cast<int>(i)).qualified_name();
+  }
+};
+
+}  // namespace
+
 absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& graph) {
   const google::protobuf::RepeatedPtrField<v1::Module>& modules = graph.modules();
   if (modules.empty()) {
@@ -91,40 +104,44 @@ absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& grap
         "FAIRSCALE charges every call_module node its module's parameters and needs the "
         "module hierarchy (named_modules()), but the graph lists no modules");
   }
-  absl::flat_hash_map<absl::string_view, int> index_of;
+  // graph_import's compact index (name_index.h): a model has about a
+  // module per call_module node, and a hash map of a million names missed
+  // the cache on nearly every insert and lookup.
+  const ModuleNames names{modules};
+  NameIndex index_of(modules.size());
+  HashAhead hashes(index_of, modules.size(), [&names](int64_t i) { return names[i]; });
   for (int i = 0; i < modules.size(); ++i) {
     const v1::Module& module = modules.Get(i);
-    const std::string at = absl::StrCat("graph.modules[", i, "]");
-    if (auto [it, inserted] = index_of.try_emplace(module.qualified_name(), i); !inserted) {
-      return InvalidFieldError(
-          absl::StrCat(at, ".qualified_name"),
-          absl::StrCat("module '", module.qualified_name(), "' is listed twice (first as modules[",
-                       it->second, "])"));
+    if (const int32_t earlier = index_of.Insert(names, i, hashes.Next(i)); earlier >= 0) {
+      return InvalidFieldError(absl::StrCat("graph.modules[", i, "].qualified_name"),
+                               absl::StrCat("module '", module.qualified_name(),
+                                            "' is listed twice (first as modules[", earlier, "])"));
     }
     if (module.parameter_count() < 0) {
-      return InvalidFieldError(absl::StrCat(at, ".parameter_count"), "must not be negative");
+      return InvalidFieldError(absl::StrCat("graph.modules[", i, "].parameter_count"),
+                               "must not be negative");
     }
   }
-  auto root = index_of.find("");
-  if (root == index_of.end()) {
+  const int32_t root = index_of.Find(names, "", NameIndex::Hash(""));
+  if (root < 0) {
     return InvalidFieldError("graph.modules",
                              "no root module (qualified_name \"\"): its parameter count is the "
                              "model's total, which sets the per-shard target");
   }
   ParameterCharges charges;
-  charges.model_total = modules.Get(root->second).parameter_count();
+  charges.model_total = modules.Get(root).parameter_count();
   charges.of_node.assign(graph.num_nodes(), 0);
   int64_t charged = 0;
   NodeReader nodes(graph);
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     if (graph.op(v) != v1::CALL_MODULE) continue;
     const std::string& target = nodes.Read(v).target();
-    auto it = index_of.find(target);
-    if (it == index_of.end()) {
+    const int32_t module = index_of.Find(names, target, NameIndex::Hash(target));
+    if (module < 0) {
       return InvalidFieldError(absl::StrCat("graph.nodes[", v, "].target"),
                                absl::StrCat("module '", target, "' is not in graph.modules"));
     }
-    charges.of_node[v] = modules.Get(it->second).parameter_count();
+    charges.of_node[v] = modules.Get(module).parameter_count();
     if (__builtin_add_overflow(charged, charges.of_node[v], &charged)) {
       return InvalidFieldError(absl::StrCat("graph.nodes[", v, "].target"),
                                "the parameters charged to the nodes overflow 64 bits");
