@@ -12,7 +12,8 @@
 #   3. partitioner_bench: every planner behind PartitionGraph, SplitGraph,
 #      Validate and PlanDataParallel at 10^3..10^6 nodes on four graph
 #      shapes, with the parse and each call's peak heap (10^5 and 10^6 three
-#      times each, interleaved, for the growth ratios); pipeline_bench:
+#      times each, interleaved, for the growth ratios); pipeline_bench (every
+#      case three times, interleaved):
 #      ShardGraph (FAIRSCALE, BALANCED) at 10^4..10^6;
 #   4. end_to_end_bench: through a loopback server, with the plan by node index
 #      and by name, next to the bare parse;
@@ -114,7 +115,10 @@ step "partitioner_bench, 10^5 and 10^6 nodes"
   | tee "$out/partitioner_bench_large.txt"
 
 step pipeline_bench
+# As for partitioner_bench: the 10^5 and 10^6 cases three times each,
+# interleaved, and the summary takes the fastest of each.
 "$bin/tests/bench/pipeline/pipeline_bench" --benchmark_min_time=1 \
+  --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true \
   --benchmark_out="$out/pipeline_bench.json" --benchmark_out_format=json | tee "$out/pipeline_bench.txt"
 
 step end_to_end_bench

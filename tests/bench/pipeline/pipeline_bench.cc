@@ -5,7 +5,8 @@
 //   bazel run -c opt //tests/bench/pipeline:pipeline_bench
 //
 // `BM_Plan` times ShardGraphPlan on an imported graph, building the response
-// on a protobuf arena as the server does; `BM_Request` adds the import and
+// on a protobuf arena with the server's block sizes (CallArenaOptions), as the
+// server does; `BM_Request` adds the import and
 // validation of the request, as the RPC does; `BM_BalancedStagesAlone` is
 // the balanced-stage algorithm without building a response. fairscale's `_split_nodes` takes 9.6 s
 // at 1,002 nodes and is cubic (shared/design/reference-planners.md).
@@ -26,6 +27,7 @@
 #include "planner/pipeline/shard_graph.h"
 #include "planner/pipeline/stage_model.h"
 #include "planner/pipeline/stage_work.h"
+#include "server/call_arena.h"
 #include "tests/bench/synthetic_graphs.h"
 
 namespace partplan {
@@ -97,7 +99,7 @@ void BM_Plan(benchmark::State& state, Shape shape, v1::ShardConfig::Mode mode, i
   const CompactGraph graph = *ImportGraph(request.graph(), InputLimits(), token);
   Outcome outcome;
   for (auto _ : state) {
-    google::protobuf::Arena arena;
+    google::protobuf::Arena arena(CallArenaOptions());
     auto* response = google::protobuf::Arena::CreateMessage<v1::ShardGraphResponse>(&arena);
     const absl::Status status = ShardGraphPlan(graph, request, token, response);
     if (!status.ok()) {
@@ -148,7 +150,7 @@ void BM_Request(benchmark::State& state, Shape shape, v1::ShardConfig::Mode mode
   CancellationToken token;
   Outcome outcome;
   for (auto _ : state) {
-    google::protobuf::Arena arena;
+    google::protobuf::Arena arena(CallArenaOptions());
     auto* response = google::protobuf::Arena::CreateMessage<v1::ShardGraphResponse>(&arena);
     absl::StatusOr<CompactGraph> graph = ImportGraph(request.graph(), InputLimits(), token);
     absl::Status status = graph.status();
