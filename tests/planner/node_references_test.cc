@@ -70,33 +70,32 @@ void ExpectEqualButTiming(const google::protobuf::Message& a, const google::prot
 }
 
 // Checks that `by_index` is `by_name` with indices for names.
-void ExpectSamePlan(const v1::Graph& graph, v1::PartitionPlan by_name, v1::PartitionPlan by_index) {
-  EXPECT_EQ(by_name.partition_by_node_index_size(), 0);
+// `group_of_node(plan)` and `groups(plan)` give a plan's partition (or
+// shard) of every node by index and its partitions (or shards).
+template <typename Plan, typename GroupOfNode, typename Groups>
+void ExpectSameGroups(const v1::Graph& graph, Plan by_name, Plan by_index,
+                      GroupOfNode group_of_node, Groups groups) {
+  EXPECT_EQ(group_of_node(by_name).size(), 0);
   EXPECT_EQ(by_index.assignments_size(), 0);
-  EXPECT_EQ(IndexedAssignments(graph, by_index.partition_by_node_index()),
+  EXPECT_EQ(IndexedAssignments(graph, group_of_node(by_index)),
             NamedAssignments(by_name.assignments()));
-  ASSERT_EQ(by_name.partitions_size(), by_index.partitions_size());
-  for (int p = 0; p < by_name.partitions_size(); ++p) {
-    ExpectSameNodesAndClear(graph, *by_name.mutable_partitions(p), *by_index.mutable_partitions(p));
+  auto& named = groups(by_name);
+  auto& indexed = groups(by_index);
+  ASSERT_EQ(named.size(), indexed.size());
+  for (int i = 0; i < named.size(); ++i) {
+    ExpectSameNodesAndClear(graph, *named.Mutable(i), *indexed.Mutable(i));
   }
   by_name.clear_assignments();
-  by_index.clear_partition_by_node_index();
+  group_of_node(by_index).Clear();
   ExpectEqualButTiming(by_name, by_index);
 }
 
-void ExpectSameShards(const v1::Graph& graph, v1::ShardGraphResponse by_name,
-                      v1::ShardGraphResponse by_index) {
-  EXPECT_EQ(by_name.shard_by_node_index_size(), 0);
-  EXPECT_EQ(by_index.assignments_size(), 0);
-  EXPECT_EQ(IndexedAssignments(graph, by_index.shard_by_node_index()),
-            NamedAssignments(by_name.assignments()));
-  ASSERT_EQ(by_name.shards_size(), by_index.shards_size());
-  for (int s = 0; s < by_name.shards_size(); ++s) {
-    ExpectSameNodesAndClear(graph, *by_name.mutable_shards(s), *by_index.mutable_shards(s));
-  }
-  by_name.clear_assignments();
-  by_index.clear_shard_by_node_index();
-  ExpectEqualButTiming(by_name, by_index);
+void ExpectSamePlan(const v1::Graph& graph, const v1::PartitionPlan& by_name,
+                    const v1::PartitionPlan& by_index) {
+  ExpectSameGroups(
+      graph, by_name, by_index,
+      [](v1::PartitionPlan & plan) -> auto& { return *plan.mutable_partition_by_node_index(); },
+      [](v1::PartitionPlan & plan) -> auto& { return *plan.mutable_partitions(); });
 }
 
 void ExpectSameResponse(const v1::Graph& graph, const v1::PartitionGraphResponse& by_name,
@@ -109,7 +108,11 @@ void ExpectSameResponse(const v1::Graph& graph, const v1::PlanResponse& by_name,
 }
 void ExpectSameResponse(const v1::Graph& graph, const v1::ShardGraphResponse& by_name,
                         const v1::ShardGraphResponse& by_index) {
-  ExpectSameShards(graph, by_name, by_index);
+  ExpectSameGroups(
+      graph, by_name, by_index, [](v1::ShardGraphResponse & shards) -> auto& {
+        return *shards.mutable_shard_by_node_index();
+      },
+      [](v1::ShardGraphResponse & shards) -> auto& { return *shards.mutable_shards(); });
 }
 
 // Runs `request` asking for names, then for indices: the same status, and
