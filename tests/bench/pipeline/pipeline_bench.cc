@@ -4,11 +4,14 @@
 //
 //   bazel run -c opt //tests/bench/pipeline:pipeline_bench
 //
-// `BM_Plan` times ShardGraphPlan on an imported graph, building the response
-// on a protobuf arena with the server's block sizes (CallArenaOptions), as the
-// server does; `BM_Request` adds the import and
-// validation of the request, as the RPC does; `BM_BalancedStagesAlone` is
-// the balanced-stage algorithm without building a response. fairscale's `_split_nodes` takes 9.6 s
+// Each case reads the request as the server does: every field but the graph
+// parsed, the graph imported from its serialised bytes (so that the planner
+// reads node fields through NodeReader from those bytes), the response on a
+// protobuf arena with the server's block sizes (CallArenaOptions).
+// `BM_Plan` times ShardGraphPlan on the imported graph; `BM_Request` adds the
+// import and validation, as the RPC does (the ShardGraph entry point);
+// `BM_BalancedStagesAlone` is the balanced-stage algorithm without building a
+// response. fairscale's `_split_nodes` takes 9.6 s
 // at 1,002 nodes and is cubic (shared/design/reference-planners.md).
 //
 // On a residual stack every `add` reads the previous layer's `add`, which
@@ -16,17 +19,20 @@
 // one shard, as fairscale does; the `Chain` variants drop those skips, so
 // that it cuts shard_count shards.
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "google/protobuf/arena.h"
 #include "planner/devices.h"
+#include "planner/entry_points.h"
 #include "planner/graph_import.h"
 #include "planner/pipeline/balanced_stages.h"
 #include "planner/pipeline/shard_graph.h"
 #include "planner/pipeline/stage_model.h"
 #include "planner/pipeline/stage_work.h"
+#include "planner/serialized_request.h"
 #include "server/call_arena.h"
 #include "tests/bench/synthetic_graphs.h"
 
@@ -74,6 +80,24 @@ v1::ShardGraphRequest ShardRequest(int64_t num_nodes, Shape shape, v1::ShardConf
   return request;
 }
 
+// `built` as the server receives it: its fields but the graph parsed into
+// `request`, and the graph's bytes, which `request` keeps alive.
+class ReceivedRequest {
+ public:
+  explicit ReceivedRequest(const v1::ShardGraphRequest& built)
+      : bytes_(built.SerializeAsString()),
+        graph_bytes_(ParseAllButGraph(ChunkedBytes(bytes_), &fields_)) {}
+
+  const v1::ShardGraphRequest& fields() const { return fields_; }
+  // value(): a request built here always has a graph of its own to extract.
+  GraphSource graph() const { return GraphSource::Serialized(graph_bytes_.value()); }
+
+ private:
+  const std::string bytes_;
+  v1::ShardGraphRequest fields_;
+  const std::optional<ChunkedBytes> graph_bytes_;
+};
+
 // What a plan looks like: its shard count and its slowest stage.
 struct Outcome {
   int shards = 0;
@@ -95,13 +119,14 @@ struct Outcome {
 // ShardGraphPlan alone.
 void BM_Plan(benchmark::State& state, Shape shape, v1::ShardConfig::Mode mode, int stages) {
   const v1::ShardGraphRequest request = ShardRequest(state.range(0), shape, mode, stages);
+  const ReceivedRequest received(request);
   CancellationToken token;
-  const CompactGraph graph = *ImportGraph(request.graph(), InputLimits(), token);
+  const CompactGraph graph = *ImportGraph(received.graph(), InputLimits(), token);
   Outcome outcome;
   for (auto _ : state) {
     google::protobuf::Arena arena(CallArenaOptions());
     auto* response = google::protobuf::Arena::CreateMessage<v1::ShardGraphResponse>(&arena);
-    const absl::Status status = ShardGraphPlan(graph, request, token, response);
+    const absl::Status status = ShardGraphPlan(graph, received.fields(), token, response);
     if (!status.ok()) {
       state.SkipWithError(std::string(status.message()).c_str());
       return;
@@ -116,8 +141,9 @@ void BM_Plan(benchmark::State& state, Shape shape, v1::ShardConfig::Mode mode, i
 void BM_BalancedStagesAlone(benchmark::State& state, int stages) {
   const v1::ShardGraphRequest request =
       ShardRequest(state.range(0), Shape::kResidual, v1::ShardConfig::BALANCED, stages);
+  const ReceivedRequest received(request);
   CancellationToken token;
-  const CompactGraph graph = *ImportGraph(request.graph(), InputLimits(), token);
+  const CompactGraph graph = *ImportGraph(received.graph(), InputLimits(), token);
   const StageModel model(graph);
   const StageWork work = *ChooseStageWork(model, *ImportDevices(request.devices(), InputLimits()));
   double bottleneck = 0;
@@ -147,14 +173,14 @@ BENCHMARK_CAPTURE(BM_BalancedStagesAlone, 32, 32)
 // Import and validation, then ShardGraphPlan: what the RPC does.
 void BM_Request(benchmark::State& state, Shape shape, v1::ShardConfig::Mode mode, int stages) {
   const v1::ShardGraphRequest request = ShardRequest(state.range(0), shape, mode, stages);
+  const ReceivedRequest received(request);
   CancellationToken token;
   Outcome outcome;
   for (auto _ : state) {
     google::protobuf::Arena arena(CallArenaOptions());
     auto* response = google::protobuf::Arena::CreateMessage<v1::ShardGraphResponse>(&arena);
-    absl::StatusOr<CompactGraph> graph = ImportGraph(request.graph(), InputLimits(), token);
-    absl::Status status = graph.status();
-    if (status.ok()) status = ShardGraphPlan(*graph, request, token, response);
+    const absl::Status status =
+        ShardGraph(received.fields(), received.graph(), InputLimits(), token, response);
     if (!status.ok()) {
       state.SkipWithError(std::string(status.message()).c_str());
       return;
