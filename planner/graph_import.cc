@@ -639,4 +639,16 @@ const v1::Node& NodeReader::Read(NodeId v) {
   return node_;
 }
 
+const NodeFields& NodeReader::OwnFields(NodeId v) {
+  constexpr NodeParts kOwn = NodeParts::kOwnFieldsOnly;
+  if (graph_.parsed_ != nullptr) {
+    ViewNode(graph_.parsed_->nodes(v), &fields_, kOwn);
+  } else if (!DecodeNode(graph_.NodeBytes(v), &fields_, kOwn)) {
+    // An encoding DecodeNode leaves to protobuf (a size_bytes given twice,
+    // say).
+    ViewNode(Read(v), &fields_, kOwn);
+  }
+  return fields_;
+}
+
 }  // namespace partplan

@@ -205,6 +205,8 @@ bool DecodePair(absl::string_view bytes, uint32_t wire_type, Read read) {
 void NodeFields::Clear() {
   name = {};
   op = 0;
+  target = {};
+  module_type = {};
   args.clear();
   keywords.clear();
   keyword_values.clear();
@@ -218,8 +220,9 @@ void NodeFields::Clear() {
   flops = 0;
 }
 
-bool DecodeNode(absl::string_view bytes, NodeFields* fields) {
+bool DecodeNode(absl::string_view bytes, NodeFields* fields, NodeParts parts) {
   fields->Clear();
+  const bool own_fields_only = parts == NodeParts::kOwnFieldsOnly;
   WireReader in(bytes);
   while (!in.done()) {
     uint32_t field = 0, wire_type = 0;
@@ -244,26 +247,26 @@ bool DecodeNode(absl::string_view bytes, NodeFields* fields) {
         if (!in.ReadString(&fields->name)) return false;
         break;
       case v1::Node::kTargetFieldNumber:
+        if (!in.ReadString(&fields->target)) return false;
+        break;
       case v1::Node::kModuleTypeFieldNumber:
-        // Not read by the import (NodeReader reads them), but checked as
-        // the parse checks them.
-        if (!in.ReadString(&payload)) return false;
+        if (!in.ReadString(&fields->module_type)) return false;
         break;
       case v1::Node::kOpFieldNumber:
         if (!in.ReadVarint(&number)) return false;
         fields->op = static_cast<int32_t>(number);
         break;
       case v1::Node::kArgsFieldNumber:
-        if (!in.ReadLengthDelimited(&payload) ||
-            !DecodeValue(payload, &fields->args.emplace_back())) {
-          return false;
-        }
+        if (!in.ReadLengthDelimited(&payload)) return false;
+        if (!own_fields_only && !DecodeValue(payload, &fields->args.emplace_back())) return false;
         break;
       case v1::Node::kKwargsFieldNumber:
-        if (!in.ReadLengthDelimited(&payload) || !DecodeKeyword(payload, fields)) return false;
+        if (!in.ReadLengthDelimited(&payload)) return false;
+        if (!own_fields_only && !DecodeKeyword(payload, fields)) return false;
         break;
       case v1::Node::kOutputsFieldNumber:
-        if (!in.ReadLengthDelimited(&payload) || !DecodeOutput(payload, fields)) return false;
+        if (!in.ReadLengthDelimited(&payload)) return false;
+        if (!own_fields_only && !DecodeOutput(payload, fields)) return false;
         break;
       case v1::Node::kSizeBytesFieldNumber:
         // Given twice, protobuf merges the two: left to the parse.
@@ -320,10 +323,22 @@ ValueView ViewValue(const v1::Value& value) {
 
 }  // namespace
 
-void ViewNode(const v1::Node& node, NodeFields* fields) {
+void ViewNode(const v1::Node& node, NodeFields* fields, NodeParts parts) {
   fields->Clear();
   fields->name = node.name();
   fields->op = node.op();
+  fields->target = node.target();
+  fields->module_type = node.module_type();
+  fields->has_size_bytes = node.has_size_bytes();
+  fields->total_bytes = node.size_bytes().total_bytes();
+  fields->output_bytes = node.size_bytes().output_bytes();
+  fields->parameter_count = node.parameter_count();
+  fields->parameter_bytes = node.parameter_bytes();
+  fields->has_latency = node.has_latency();
+  fields->memory_latency_seconds = node.latency().memory_latency_seconds();
+  fields->compute_latency_seconds = node.latency().compute_latency_seconds();
+  fields->flops = node.flops();
+  if (parts == NodeParts::kOwnFieldsOnly) return;
   for (const v1::Value& value : node.args()) fields->args.push_back(ViewValue(value));
   for (const v1::KeywordArgument& kwarg : node.kwargs()) {
     NodeFields::Keyword keyword;
@@ -341,15 +356,6 @@ void ViewNode(const v1::Node& node, NodeFields* fields) {
     output.end = static_cast<int32_t>(fields->shapes.size());
     fields->outputs.push_back(output);
   }
-  fields->has_size_bytes = node.has_size_bytes();
-  fields->total_bytes = node.size_bytes().total_bytes();
-  fields->output_bytes = node.size_bytes().output_bytes();
-  fields->parameter_count = node.parameter_count();
-  fields->parameter_bytes = node.parameter_bytes();
-  fields->has_latency = node.has_latency();
-  fields->memory_latency_seconds = node.latency().memory_latency_seconds();
-  fields->compute_latency_seconds = node.latency().compute_latency_seconds();
-  fields->flops = node.flops();
 }
 
 }  // namespace partplan

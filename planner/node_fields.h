@@ -53,6 +53,8 @@ struct NodeFields {
 
   absl::string_view name;
   int32_t op = 0;  // v1::Op's number (proto3 enums are open)
+  absl::string_view target;
+  absl::string_view module_type;
   std::vector<ValueView> args;
   std::vector<Keyword> keywords;
   std::vector<ValueView> keyword_values;
@@ -79,13 +81,24 @@ struct NodeFields {
   void Clear();
 };
 
+// Which of a node's fields to read: all of them, or only its own (name, op,
+// target, module_type, size_bytes, parameter counts, latency, flops),
+// leaving args, keywords and outputs empty. Readers that want a target or a
+// count take the node's own fields, several times cheaper to decode: the
+// arguments are most of a node's bytes, and each names a node whose UTF-8
+// would be checked.
+enum class NodeParts { kAll, kOwnFieldsOnly };
+
 // Decodes a serialised v1::Node into `*fields` (views into `bytes`). False
 // when the bytes are not in the encoding it reads (see above); `*fields` is
-// then unspecified.
-bool DecodeNode(absl::string_view bytes, NodeFields* fields);
+// then unspecified. With kOwnFieldsOnly the argument and output messages are
+// skipped unread, so bytes it accepts give the own fields of their parse
+// only where protobuf parses them (as it has, for a graph imported from
+// them).
+bool DecodeNode(absl::string_view bytes, NodeFields* fields, NodeParts parts = NodeParts::kAll);
 
 // The fields of a parsed node (views into `node`).
-void ViewNode(const v1::Node& node, NodeFields* fields);
+void ViewNode(const v1::Node& node, NodeFields* fields, NodeParts parts = NodeParts::kAll);
 
 }  // namespace partplan
 

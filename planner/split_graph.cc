@@ -95,8 +95,8 @@ absl::Status SplitGraphPlan(const CompactGraph& graph, const v1::SplitGraphReque
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     if (graph.op(v) != v1::CALL_MODULE) continue;
     modules.push_back(v);
-    split_names.push_back(absl::StrCat(*submodule_name_of[v], ".",
-                                       absl::StrReplaceAll(nodes.Read(v).target(), {{".", "_"}})));
+    split_names.push_back(absl::StrCat(
+        *submodule_name_of[v], ".", absl::StrReplaceAll(nodes.OwnFields(v).target, {{".", "_"}})));
   }
   // First uses found with a NameIndex, which stays fast where a hash set of
   // a million names would miss the cache on every insert.
@@ -107,7 +107,7 @@ absl::Status SplitGraphPlan(const CompactGraph& graph, const v1::SplitGraphReque
     if (first_use.Insert(split_names, i, hashes.Next(i)) >= 0) continue;
     v1::QualifiedName* entry = response.add_qualname_map();
     entry->set_split_name(split_names[i]);
-    entry->set_original_name(nodes.Read(modules[i]).target());
+    entry->set_original_name(std::string(nodes.OwnFields(modules[i]).target));
   }
   *response.mutable_output_values() = {split.output_values.begin(), split.output_values.end()};
   return absl::OkStatus();

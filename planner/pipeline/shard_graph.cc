@@ -39,7 +39,7 @@ std::vector<int64_t> NodeParameters(const StageModel& model, absl::Span<const in
   NodeReader nodes(model.graph());
   for (size_t s = 0; s + 1 < cuts.size(); ++s) {
     for (int32_t i = cuts[s]; i < cuts[s + 1]; ++i) {
-      parameters[s] += nodes.Read(model.item(i)).parameter_count();
+      parameters[s] += nodes.OwnFields(model.item(i)).parameter_count;
     }
   }
   return parameters;

@@ -21,7 +21,7 @@ double WorkOf(const CompactGraph& graph, NodeReader& nodes, NodeId v, WorkKind k
     case WorkKind::kFlops:
       return graph.flops(v);
     case WorkKind::kParameters:
-      return static_cast<double>(nodes.Read(v).parameter_count());
+      return static_cast<double>(nodes.OwnFields(v).parameter_count);
   }
   return 0;
 }

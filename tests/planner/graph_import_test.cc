@@ -5,10 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/node_fields.h"
 #include "planner/status_util.h"
 #include "tests/planner/test_graphs.h"
 
@@ -17,6 +19,27 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+
+// What NodeReader::OwnFields gives for node v, as text; checked against
+// what Read gives, and empty where OwnFields leaves fields out.
+std::string OwnFieldsOf(NodeReader& nodes, NodeId v) {
+  const NodeFields& own = nodes.OwnFields(v);
+  EXPECT_TRUE(own.args.empty() && own.keywords.empty() && own.outputs.empty());
+  const std::string text =
+      absl::StrCat(own.name, "|", own.op, "|", own.target, "|", own.module_type, "|",
+                   own.has_size_bytes, "|", own.total_bytes, "|", own.output_bytes, "|",
+                   own.parameter_count, "|", own.parameter_bytes, "|", own.has_latency, "|",
+                   own.memory_latency_seconds, "|", own.compute_latency_seconds, "|", own.flops);
+  const v1::Node& node = nodes.Read(v);
+  EXPECT_EQ(text,
+            absl::StrCat(node.name(), "|", node.op(), "|", node.target(), "|", node.module_type(),
+                         "|", node.has_size_bytes(), "|", node.size_bytes().total_bytes(), "|",
+                         node.size_bytes().output_bytes(), "|", node.parameter_count(), "|",
+                         node.parameter_bytes(), "|", node.has_latency(), "|",
+                         node.latency().memory_latency_seconds(), "|",
+                         node.latency().compute_latency_seconds(), "|", node.flops()));
+  return text;
+}
 
 // Expects two imports of one graph to be the same graph.
 void ExpectSameGraph(const CompactGraph& a, const CompactGraph& b) {
@@ -41,6 +64,7 @@ void ExpectSameGraph(const CompactGraph& a, const CompactGraph& b) {
     EXPECT_THAT(a.inputs(v), ::testing::ElementsAreArray(b.inputs(v)));
     EXPECT_THAT(a.users(v), ::testing::ElementsAreArray(b.users(v)));
     EXPECT_EQ(a_nodes.Read(v).SerializeAsString(), b_nodes.Read(v).SerializeAsString());
+    EXPECT_EQ(OwnFieldsOf(a_nodes, v), OwnFieldsOf(b_nodes, v));
   }
 }
 
@@ -494,6 +518,46 @@ TEST(ImportSerializedGraphTest, ReadsNodesWhoseLengthIsWrittenLong) {
   ASSERT_TRUE(expected.ok()) << expected.status();
   ASSERT_TRUE(graph.ok()) << graph.status();
   ExpectSameGraph(*expected, *graph);
+}
+
+TEST(NodeReaderTest, OwnFieldsOfBytesDecodeNodeLeavesToProtobuf) {
+  // The middle node's size_bytes given twice, which protobuf merges (the
+  // second's output_bytes, the first's total_bytes): DecodeNode declines
+  // such bytes, and OwnFields reads them as protobuf parses them.
+  v1::Graph proto = TestGraph().Placeholder("x", 10).Op("fc", {"x"}, 40, 20).Output({"fc"}).Build();
+  proto.mutable_nodes(1)->set_op(v1::CALL_MODULE);
+  proto.mutable_nodes(1)->set_target("layers.0.fc");
+  proto.mutable_nodes(1)->set_parameter_count(7);
+  v1::Node second_sizes;
+  second_sizes.mutable_size_bytes()->set_output_bytes(30);
+  const std::string doubled = proto.nodes(1).SerializeAsString() + second_sizes.SerializeAsString();
+  NodeFields fields;
+  ASSERT_FALSE(DecodeNode(doubled, &fields, NodeParts::kOwnFieldsOnly));
+  std::string bytes;
+  for (int i = 0; i < proto.nodes_size(); ++i) {
+    const std::string payload = i == 1 ? doubled : proto.nodes(i).SerializeAsString();
+    ASSERT_LT(payload.size(), 128u);
+    bytes += '\x12';  // field 2 (nodes), length-delimited
+    bytes += static_cast<char>(payload.size());
+    bytes += payload;
+  }
+  v1::Graph parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));
+  CancellationToken token;
+  absl::StatusOr<CompactGraph> graph =
+      ImportGraph(GraphSource::Serialized(bytes), InputLimits(), token);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  NodeReader nodes(*graph);
+  const NodeFields& own = nodes.OwnFields(1);
+  EXPECT_EQ(own.name, "fc");
+  EXPECT_EQ(own.target, "layers.0.fc");
+  EXPECT_EQ(own.parameter_count, 7);
+  EXPECT_EQ(own.total_bytes, 40);
+  EXPECT_EQ(own.output_bytes, 30);
+  const absl::StatusOr<CompactGraph> from_parsed = ImportGraph(parsed, InputLimits(), token);
+  ASSERT_TRUE(from_parsed.ok()) << from_parsed.status();
+  NodeReader from_parsed_nodes(*from_parsed);
+  EXPECT_EQ(OwnFieldsOf(nodes, 1), OwnFieldsOf(from_parsed_nodes, 1));
 }
 
 }  // namespace
