@@ -26,25 +26,35 @@ struct Walk {
   std::vector<std::string> first_nodes;  // names of each shard's first node
 };
 
-Walk ShardWalk(const v1::Graph& proto, int32_t shard_count, bool exact = false) {
-  Walk walk{proto, absl::UnknownError("not run"), {}};
+// The charges and the walk on `source`.
+absl::StatusOr<AutoShardResult> ChargeAndWalk(const GraphSource& source,
+                                              const AutoShardOptions& options,
+                                              std::vector<std::string>* first_nodes) {
   CancellationToken token;
-  absl::StatusOr<CompactGraph> graph = ImportGraph(walk.proto, InputLimits(), token);
-  if (!graph.ok()) {
-    walk.result = graph.status();
-    return walk;
-  }
-  absl::StatusOr<ParameterCharges> charges = ModuleParameterCharges(*graph);
-  if (!charges.ok()) {
-    walk.result = charges.status();
-    return walk;
-  }
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(source, InputLimits(), token));
+  PARTPLAN_ASSIGN_OR_RETURN(const ParameterCharges charges, ModuleParameterCharges(graph));
+  PARTPLAN_ASSIGN_OR_RETURN(AutoShardResult result, AutoShard(graph, charges, options, token));
+  for (NodeId v : result.first_node) first_nodes->emplace_back(graph.name(v));
+  return result;
+}
+
+// The walk on the graph imported from the message, after checking that the
+// graph imported from its bytes, as the server reads it (module targets
+// through NodeReader::OwnFields), walks the same.
+Walk ShardWalk(const v1::Graph& proto, int32_t shard_count, bool exact = false) {
   AutoShardOptions options;
   options.shard_count = shard_count;
   options.exact = exact;
-  walk.result = AutoShard(*graph, *charges, options, token);
-  if (walk.result.ok()) {
-    for (NodeId v : walk.result->first_node) walk.first_nodes.emplace_back(graph->name(v));
+  Walk walk{proto, absl::UnknownError("not run"), {}};
+  walk.result = ChargeAndWalk(walk.proto, options, &walk.first_nodes);
+  const std::string bytes = proto.SerializeAsString();
+  std::vector<std::string> first_nodes;
+  const absl::StatusOr<AutoShardResult> from_bytes =
+      ChargeAndWalk(GraphSource::Serialized(bytes), options, &first_nodes);
+  EXPECT_EQ(from_bytes.status(), walk.result.status());
+  EXPECT_EQ(first_nodes, walk.first_nodes);
+  if (from_bytes.ok() && walk.result.ok()) {
+    EXPECT_EQ(from_bytes->parameters, walk.result->parameters);
   }
   return walk;
 }
