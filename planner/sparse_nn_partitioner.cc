@@ -35,10 +35,10 @@ class EmbeddingModules {
     }
   }
 
-  bool IsEmbedding(const v1::Node& node) const {
-    if (node.op() != v1::CALL_MODULE) return false;
-    if (absl::StrContains(node.module_type(), "Embedding")) return true;
-    absl::string_view target = node.target();
+  bool IsEmbedding(const NodeFields& node) const {
+    if (node.op != v1::CALL_MODULE) return false;
+    if (absl::StrContains(node.module_type, "Embedding")) return true;
+    absl::string_view target = node.target;
     while (absl::ConsumePrefix(&target, ".")) {
     }
     const absl::string_view first = FirstAtom(target);
@@ -212,7 +212,7 @@ absl::StatusOr<PartitionSet> SparseNnPartition(const CompactGraph& graph,
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(v));
     if (!graph.is_op_node(v)) continue;
-    if (embeddings.IsEmbedding(nodes.Read(v)) != in_embedding_region) {
+    if (embeddings.IsEmbedding(nodes.OwnFields(v)) != in_embedding_region) {
       // An empty partition is kept and joins the region being entered.
       if (builder.partition(current).memory_bytes != 0) {
         close_current();
@@ -227,7 +227,7 @@ absl::StatusOr<PartitionSet> SparseNnPartition(const CompactGraph& graph,
       const int64_t need = builder.ExtraBytes(v, current);
       if (need > device_memory) {
         return absl::FailedPreconditionError(
-            absl::StrCat("node '", graph.name(v), "' (target ", nodes.Read(v).target(),
+            absl::StrCat("node '", graph.name(v), "' (target ", nodes.OwnFields(v).target,
                          ") is too large to fit into a device: it needs ", need,
                          " bytes with its inputs and devices have ", device_memory));
       }
