@@ -15,11 +15,26 @@
 #include "planner/partitioner.h"
 #include "planner/pipeline/pipeline_graph.h"
 #include "planner/pipeline/shard_graph.h"
+#include "planner/plan_with_names.h"
 #include "planner/split_graph.h"
 #include "planner/status_util.h"
 
 namespace partplan {
 namespace {
+
+// Validates the inventory, then partitions `graph`; the plan's
+// planner_seconds count from `start`.
+absl::Status PartitionImported(const CompactGraph& graph, const v1::DeviceInventory& inventory,
+                               const v1::PartitionerConfig& config,
+                               v1::NodeReferences node_references, const InputLimits& limits,
+                               const CancellationToken& token, absl::Time start,
+                               v1::PartitionPlan* plan) {
+  PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(inventory, limits));
+  PARTPLAN_RETURN_IF_ERROR(
+      PartitionGraphPlan(graph, devices, config, node_references, token, plan));
+  plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  return absl::OkStatus();
+}
 
 // Imports and validates the graph and inventory, then partitions.
 absl::Status RunPartitioner(const GraphSource& graph_source, const v1::DeviceInventory& inventory,
@@ -29,11 +44,7 @@ absl::Status RunPartitioner(const GraphSource& graph_source, const v1::DeviceInv
   const absl::Time start = absl::Now();
   PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(node_references));
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
-  PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(inventory, limits));
-  PARTPLAN_RETURN_IF_ERROR(
-      PartitionGraphPlan(graph, devices, config, node_references, token, plan));
-  plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-  return absl::OkStatus();
+  return PartitionImported(graph, inventory, config, node_references, limits, token, start, plan);
 }
 
 // The shards of a ShardGraph response by node index as partitions: their
@@ -98,6 +109,26 @@ absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const Grap
                             v1::PartitionGraphResponse* response) {
   return RunPartitioner(graph, request.devices(), request.config(), request.node_references(),
                         limits, token, response->mutable_plan());
+}
+
+absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
+                                      const GraphSource& graph_source, const InputLimits& limits,
+                                      const CancellationToken& token, std::string* response_bytes) {
+  const absl::Time start = absl::Now();
+  PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(request.node_references()));
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
+  const bool by_name = request.node_references() == v1::NODE_REFERENCES_NAMES;
+  v1::PartitionGraphResponse response;
+  PARTPLAN_RETURN_IF_ERROR(
+      PartitionImported(graph, request.devices(), request.config(),
+                        by_name ? v1::NODE_REFERENCES_INDICES : request.node_references(), limits,
+                        token, start, response.mutable_plan()));
+  if (by_name) {
+    SerializeResponseWithNames(graph, &response, response_bytes);
+  } else {
+    response.SerializeToString(response_bytes);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph_source,

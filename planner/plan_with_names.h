@@ -1,0 +1,41 @@
+// SerializeResponseWithNames: a PartitionGraph response naming its nodes,
+// written as bytes straight from a plan by node index and the graph.
+//
+// A plan by name lists every node's name twice (the assignments and the
+// partitions' nodes). Built as protobuf messages, that is a message and a
+// std::string per node and name, on the heap, then serialised: at 10^6
+// nodes 140 ms over the plan by index, a third of the server's time. The
+// same plan by node index holds two packed integer arrays, and the names
+// are views in the graph, so the bytes of the plan by name can be written
+// directly, in 36 ms:
+//
+//   v1::PartitionGraphResponse by_index;  // planned with NODE_REFERENCES_INDICES
+//   ...
+//   std::string bytes;
+//   SerializeResponseWithNames(graph, &by_index, &bytes);
+//   // bytes == the serialisation of the response the same request gets
+//   // with NODE_REFERENCES_NAMES, byte for byte.
+//
+// The bytes are protobuf's serialisation of that response exactly (fields in
+// number order, defaults left out), so that the plan cache, tests and
+// clients cannot tell the two ways apart.
+#ifndef PARTPLAN_PLANNER_PLAN_WITH_NAMES_H_
+#define PARTPLAN_PLANNER_PLAN_WITH_NAMES_H_
+
+#include <string>
+
+#include "partplan/v1/planner_service.pb.h"
+#include "planner/graph.h"
+
+namespace partplan {
+
+// Writes into `*bytes` (replacing what it held) the serialised response
+// that lists nodes by name, from `by_index`, the plan of the same graph with
+// NODE_REFERENCES_INDICES. Takes the per-node lists out of `*by_index`
+// rather than copying them; it is left unspecified.
+void SerializeResponseWithNames(const CompactGraph& graph, v1::PartitionGraphResponse* by_index,
+                                std::string* bytes);
+
+}  // namespace partplan
+
+#endif  // PARTPLAN_PLANNER_PLAN_WITH_NAMES_H_
