@@ -3,6 +3,19 @@
 #include "planner/entry_points.h"
 
 namespace partplan {
+
+absl::Status PlannerBackend::PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
+                                                      const GraphSource& graph,
+                                                      const CancellationToken& token,
+                                                      std::string* response_bytes) {
+  v1::PartitionGraphResponse response;
+  if (absl::Status status = PartitionGraph(request, graph, token, &response); !status.ok()) {
+    return status;
+  }
+  response.SerializeToString(response_bytes);
+  return absl::OkStatus();
+}
+
 namespace {
 
 class LibraryPlannerBackend final : public PlannerBackend {
@@ -13,6 +26,11 @@ class LibraryPlannerBackend final : public PlannerBackend {
                               const CancellationToken& token,
                               v1::PartitionGraphResponse* response) override {
     return partplan::PartitionGraph(request, graph, limits_, token, response);
+  }
+  absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
+                                        const GraphSource& graph, const CancellationToken& token,
+                                        std::string* response_bytes) override {
+    return partplan::PartitionGraphSerialized(request, graph, limits_, token, response_bytes);
   }
   absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph,
                           const CancellationToken& token,

@@ -23,6 +23,7 @@
 #define PARTPLAN_SERVER_PLANNER_BACKEND_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "partplan/v1/planner_service.pb.h"
@@ -39,6 +40,14 @@ class PlannerBackend {
   virtual absl::Status PartitionGraph(const v1::PartitionGraphRequest& request,
                                       const GraphSource& graph, const CancellationToken& token,
                                       v1::PartitionGraphResponse* response) = 0;
+  // PartitionGraph's response serialised, which the service sends as it
+  // is. This default serialises what PartitionGraph fills; the library's
+  // backend writes a plan by name straight from the graph's names
+  // (PartitionGraphSerialized in planner/entry_points.h).
+  virtual absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
+                                                const GraphSource& graph,
+                                                const CancellationToken& token,
+                                                std::string* response_bytes);
   virtual absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph,
                                   const CancellationToken& token,
                                   v1::SplitGraphResponse* response) = 0;

@@ -1,5 +1,7 @@
 #include "server/planner_service.h"
 
+#include <grpc/slice.h>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -22,6 +24,17 @@
 
 namespace partplan {
 namespace {
+
+// `bytes` as a ByteBuffer, handed to gRPC without a copy: the slice owns
+// them until gRPC has sent them.
+grpc::ByteBuffer ByteBufferOf(std::string bytes) {
+  auto* owned = new std::string(std::move(bytes));
+  grpc::Slice slice(grpc_slice_new_with_user_data(
+                        owned->data(), owned->size(),
+                        [](void* data) { delete static_cast<std::string*>(data); }, owned),
+                    grpc::Slice::STEAL_REF);
+  return grpc::ByteBuffer(&slice, 1);
+}
 
 // The call's deadline, InfiniteFuture when the client set none.
 absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
@@ -236,6 +249,40 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
 }
 
 template <typename Request, typename Response>
+absl::Status PlannerService::PlanAndSerialize(BackendMethod<Request, Response> plan,
+                                              const Request& request, const GraphSource& graph,
+                                              PlannerCall& call, grpc::ByteBuffer* response) {
+  if constexpr (std::is_same_v<Request, v1::PartitionGraphRequest>) {
+    // Planned and serialised in one step (`plan` is PartitionGraph's message
+    // form), so that a plan by name is written from the graph's names rather
+    // than built as a message per node (planner_backend.h).
+    std::string bytes;
+    if (absl::Status planning =
+            backend_.PartitionGraphSerialized(request, graph, call.token(), &bytes);
+        !planning.ok()) {
+      return planning;
+    }
+    grpc::ByteBuffer buffer = ByteBufferOf(std::move(bytes));
+    response->Swap(&buffer);
+    return absl::OkStatus();
+  } else {
+    auto* planned = google::protobuf::Arena::CreateMessage<Response>(&call.arena());
+    if (absl::Status planning = (backend_.*plan)(request, graph, call.token(), planned);
+        !planning.ok()) {
+      return planning;
+    }
+    bool own_buffer = false;
+    if (const grpc::Status serialized =
+            grpc::SerializationTraits<Response>::Serialize(*planned, response, &own_buffer);
+        !serialized.ok()) {
+      return absl::InternalError(
+          absl::StrCat("cannot serialise the response: ", serialized.error_message()));
+    }
+    return absl::OkStatus();
+  }
+}
+
+template <typename Request, typename Response>
 absl::Status PlannerService::Answer(PlannerRpc rpc, BackendMethod<Request, Response> plan,
                                     PlannerCall& call, grpc::ByteBuffer* request,
                                     grpc::ByteBuffer* response) {
@@ -280,17 +327,9 @@ absl::Status PlannerService::Answer(PlannerRpc rpc, BackendMethod<Request, Respo
   // A miss is counted once the request parses: bytes that are not a
   // request were never going to be found.
   if (key.has_value()) metrics_.plan_cache_misses().Increment();
-  auto* planned = google::protobuf::Arena::CreateMessage<Response>(&call.arena());
-  if (absl::Status planning = (backend_.*plan)(*parsed, graph, call.token(), planned);
+  if (absl::Status planning = PlanAndSerialize(plan, *parsed, graph, call, response);
       !planning.ok()) {
     return planning;
-  }
-  bool own_buffer = false;
-  if (const grpc::Status serialized =
-          grpc::SerializationTraits<Response>::Serialize(*planned, response, &own_buffer);
-      !serialized.ok()) {
-    return absl::InternalError(
-        absl::StrCat("cannot serialise the response: ", serialized.error_message()));
   }
   if (key.has_value()) {
     plan_cache_->Insert(*key, {*response, call.nodes(), call.devices()});

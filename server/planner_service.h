@@ -100,6 +100,13 @@ class PlannerService final : public RawPlannerCallbackService {
                                    grpc::CallbackServerContext* context,
                                    const grpc::ByteBuffer* request, grpc::ByteBuffer* response);
 
+  // Plans `request` with `plan` and serialises the response into
+  // `*response`.
+  template <typename Request, typename Response>
+  absl::Status PlanAndSerialize(BackendMethod<Request, Response> plan, const Request& request,
+                                const GraphSource& graph, PlannerCall& call,
+                                grpc::ByteBuffer* response);
+
   // Answers the call on a planner thread: from the cache, or by reading,
   // planning and serialising into `response`.
   template <typename Request, typename Response>
