@@ -123,12 +123,8 @@ absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
       PartitionImported(graph, request.devices(), request.config(),
                         by_name ? v1::NODE_REFERENCES_INDICES : request.node_references(), limits,
                         token, start, response.mutable_plan()));
-  if (by_name) {
-    SerializeResponseWithNames(graph, &response, response_bytes);
-  } else {
-    response.SerializeToString(response_bytes);
-  }
-  return absl::OkStatus();
+  return by_name ? SerializeResponseWithNames(graph, &response, response_bytes)
+                 : SerializeWithinLimit(response, response_bytes);
 }
 
 absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph_source,

@@ -170,7 +170,8 @@ class CompactGraph {
 //
 // On a graph imported from serialised bytes, Read parses the node again (the
 // import parsed the same bytes, so it cannot fail), into a message the reader
-// reuses: what it returns is valid until the next Read. Parsing costs about
+// reuses: what it returns is valid until the next Read or OwnFields (which
+// reads through it for bytes it does not decode). Parsing costs about
 // as much as a cache miss on a parsed tree's node, so planners read nodes
 // this way only where they need more than CompactGraph has.
 //

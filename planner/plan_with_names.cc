@@ -2,9 +2,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/io/coded_stream.h"
 
@@ -88,6 +90,11 @@ class WireWriter {
   uint8_t* next_;
 };
 
+absl::Status TooLargeError(size_t bytes) {
+  return absl::InternalError(absl::StrCat("cannot serialise the response: it is ", bytes,
+                                          " bytes, over protobuf's limit of 2 GiB on a message"));
+}
+
 // One partition as protobuf serialises it without its node indices, split
 // where its node names go: after the id, the only field numbered before
 // them.
@@ -100,8 +107,15 @@ struct PartitionBytes {
 
 }  // namespace
 
-void SerializeResponseWithNames(const CompactGraph& graph, v1::PartitionGraphResponse* by_index,
-                                std::string* bytes) {
+absl::Status SerializeWithinLimit(const google::protobuf::Message& response, std::string* bytes) {
+  if (!response.SerializeToString(bytes)) {
+    return TooLargeError(response.ByteSizeLong());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SerializeResponseWithNames(const CompactGraph& graph,
+                                        v1::PartitionGraphResponse* by_index, std::string* bytes) {
   v1::PartitionPlan& plan = *by_index->mutable_plan();
 
   // The assignments: one per node in a partition, in graph order.
@@ -140,8 +154,13 @@ void SerializeResponseWithNames(const CompactGraph& graph, v1::PartitionGraphRes
   const size_t plan_size = assignments_size + partitions_size + plan_rest.size();
   by_index->clear_plan();
   const std::string response_rest = by_index->SerializeAsString();
+  const size_t response_size = FieldSize(plan_size) + response_rest.size();
+  // Every length written below is then within 32 bits.
+  if (response_size > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return TooLargeError(response_size);
+  }
 
-  bytes->resize(FieldSize(plan_size) + response_rest.size());
+  bytes->resize(response_size);
   WireWriter out(bytes->data());
   out.FieldHeader(kPlanTag, plan_size);
   for (NodeId v = 0; v < partition_of.size(); ++v) {
@@ -163,6 +182,7 @@ void SerializeResponseWithNames(const CompactGraph& graph, v1::PartitionGraphRes
   }
   out.Bytes(plan_rest);
   out.Bytes(response_rest);
+  return absl::OkStatus();
 }
 
 }  // namespace partplan

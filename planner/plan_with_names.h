@@ -24,6 +24,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/graph.h"
 
@@ -32,9 +33,15 @@ namespace partplan {
 // Writes into `*bytes` (replacing what it held) the serialised response
 // that lists nodes by name, from `by_index`, the plan of the same graph with
 // NODE_REFERENCES_INDICES. Takes the per-node lists out of `*by_index`
-// rather than copying them; it is left unspecified.
-void SerializeResponseWithNames(const CompactGraph& graph, v1::PartitionGraphResponse* by_index,
-                                std::string* bytes);
+// rather than copying them; it is left unspecified. A response over
+// protobuf's 2 GiB limit on a message is INTERNAL, as protobuf's own
+// serialiser refuses it, and `*bytes` is then unspecified.
+absl::Status SerializeResponseWithNames(const CompactGraph& graph,
+                                        v1::PartitionGraphResponse* by_index, std::string* bytes);
+
+// Serialises `response` into `*bytes`: INTERNAL where protobuf refuses, a
+// message over its 2 GiB limit (SerializeToString's false).
+absl::Status SerializeWithinLimit(const google::protobuf::Message& response, std::string* bytes);
 
 }  // namespace partplan
 

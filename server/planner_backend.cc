@@ -1,6 +1,7 @@
 #include "server/planner_backend.h"
 
 #include "planner/entry_points.h"
+#include "planner/plan_with_names.h"
 
 namespace partplan {
 
@@ -12,8 +13,7 @@ absl::Status PlannerBackend::PartitionGraphSerialized(const v1::PartitionGraphRe
   if (absl::Status status = PartitionGraph(request, graph, token, &response); !status.ok()) {
     return status;
   }
-  response.SerializeToString(response_bytes);
-  return absl::OkStatus();
+  return SerializeWithinLimit(response, response_bytes);
 }
 
 namespace {

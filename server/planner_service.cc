@@ -253,33 +253,34 @@ absl::Status PlannerService::PlanAndSerialize(BackendMethod<Request, Response> p
                                               const Request& request, const GraphSource& graph,
                                               PlannerCall& call, grpc::ByteBuffer* response) {
   if constexpr (std::is_same_v<Request, v1::PartitionGraphRequest>) {
-    // Planned and serialised in one step (`plan` is PartitionGraph's message
-    // form), so that a plan by name is written from the graph's names rather
-    // than built as a message per node (planner_backend.h).
-    std::string bytes;
-    if (absl::Status planning =
-            backend_.PartitionGraphSerialized(request, graph, call.token(), &bytes);
-        !planning.ok()) {
-      return planning;
+    if (plan == &PlannerBackend::PartitionGraph) {
+      // Planned and serialised in one step, so that a plan by name is
+      // written from the graph's names rather than built as a message per
+      // node (planner_backend.h).
+      std::string bytes;
+      if (absl::Status planning =
+              backend_.PartitionGraphSerialized(request, graph, call.token(), &bytes);
+          !planning.ok()) {
+        return planning;
+      }
+      grpc::ByteBuffer buffer = ByteBufferOf(std::move(bytes));
+      response->Swap(&buffer);
+      return absl::OkStatus();
     }
-    grpc::ByteBuffer buffer = ByteBufferOf(std::move(bytes));
-    response->Swap(&buffer);
-    return absl::OkStatus();
-  } else {
-    auto* planned = google::protobuf::Arena::CreateMessage<Response>(&call.arena());
-    if (absl::Status planning = (backend_.*plan)(request, graph, call.token(), planned);
-        !planning.ok()) {
-      return planning;
-    }
-    bool own_buffer = false;
-    if (const grpc::Status serialized =
-            grpc::SerializationTraits<Response>::Serialize(*planned, response, &own_buffer);
-        !serialized.ok()) {
-      return absl::InternalError(
-          absl::StrCat("cannot serialise the response: ", serialized.error_message()));
-    }
-    return absl::OkStatus();
   }
+  auto* planned = google::protobuf::Arena::CreateMessage<Response>(&call.arena());
+  if (absl::Status planning = (backend_.*plan)(request, graph, call.token(), planned);
+      !planning.ok()) {
+    return planning;
+  }
+  bool own_buffer = false;
+  if (const grpc::Status serialized =
+          grpc::SerializationTraits<Response>::Serialize(*planned, response, &own_buffer);
+      !serialized.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot serialise the response: ", serialized.error_message()));
+  }
+  return absl::OkStatus();
 }
 
 template <typename Request, typename Response>
