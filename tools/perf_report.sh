@@ -388,9 +388,9 @@ for form in ("by_index", "by_name"):
         name = name.format(form=form)
         if name in e2e:
             total += seconds(e2e[name])
-            print(f"  {label:52s} {seconds(e2e[name]) * 1e3:8.0f} ms")
-    print(f"  {'sum of the stages':52s} {total * 1e3:8.0f} ms")
-    print(f"  {'measured end to end':52s} {end[form] * 1e3:8.0f} ms "
+            print(f"  {label:62s} {seconds(e2e[name]) * 1e3:8.0f} ms")
+    print(f"  {'sum of the stages':62s} {total * 1e3:8.0f} ms")
+    print(f"  {'measured end to end':62s} {end[form] * 1e3:8.0f} ms "
           "(the rest: gRPC, loopback, scheduling)")
 print("\nFor scale, not on the path:")
 for label, name in (("client serialises the request built on the heap", "BM_SerializeRequest/1000000"),
@@ -398,7 +398,7 @@ for label, name in (("client serialises the request built on the heap", "BM_Seri
                     ("protobuf's serialisation of the plan by name as a message",
                      "BM_SerializeResponse/by_name/1000000")):
     if name in e2e:
-        print(f"  {label:52s} {seconds(e2e[name]) * 1e3:8.0f} ms")
+        print(f"  {label:62s} {seconds(e2e[name]) * 1e3:8.0f} ms")
 
 with open(os.path.join(out, "name_index_bench.json")) as f:
     names = {r["name"]: r for r in json.load(f)["benchmarks"]}

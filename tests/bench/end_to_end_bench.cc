@@ -77,7 +77,10 @@ class Loopback {
 };
 
 // Times `call`, after one call outside the timing whose time is kept as the
-// counter `first_call_s`. A running server has answered many calls: the
+// counter `first_call_s` (Google Benchmark may run a case's function more
+// than once as it settles the iteration count, and reports the last run's
+// counters: for a 10^6-node case, run once, that is the process's first
+// such call). A running server has answered many calls: the
 // memory a call frees is then reused by the next instead of faulted in
 // afresh, which at 10^6 nodes takes up to twice as long, so that a single
 // run's figure would be the first call's. Every case here is timed this way,

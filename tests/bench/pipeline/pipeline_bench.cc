@@ -87,6 +87,9 @@ class ReceivedRequest {
   explicit ReceivedRequest(const v1::ShardGraphRequest& built)
       : bytes_(built.SerializeAsString()),
         graph_bytes_(ParseAllButGraph(ChunkedBytes(bytes_), &fields_)) {}
+  // A copy's graph would be the original's bytes.
+  ReceivedRequest(const ReceivedRequest&) = delete;
+  ReceivedRequest& operator=(const ReceivedRequest&) = delete;
 
   const v1::ShardGraphRequest& fields() const { return fields_; }
   // value(): a request built here always has a graph of its own to extract.
