@@ -380,6 +380,27 @@ void ClearWallTimes(google::protobuf::Message* message) {
   }
 }
 
+void CheckServedAsSerialized(const v1::PartitionGraphRequest& request, const GraphSource& graph,
+                             const absl::Status& status, const std::string& response_bytes) {
+  constexpr absl::string_view kRpc = "PartitionGraph";
+  std::string served;
+  const absl::Status served_status =
+      PartitionGraphSerialized(request, graph, FuzzLimits(), CancellationToken(), &served);
+  if (served_status != status) {
+    FailWith(kRpc, "PartitionGraphSerialized gave " + served_status.ToString() + " against " +
+                       status.ToString());
+  }
+  if (!status.ok()) return;
+  v1::PartitionGraphResponse response;
+  if (!response.ParseFromString(served)) {
+    FailWith(kRpc, "PartitionGraphSerialized's bytes do not parse");
+  }
+  ClearWallTimes(&response);
+  if (Serialize(response) != response_bytes) {
+    FailWith(kRpc, "PartitionGraphSerialized's response differs from PartitionGraph's");
+  }
+}
+
 std::string Serialize(const google::protobuf::Message& message) {
   std::string bytes;
   {

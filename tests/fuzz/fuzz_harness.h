@@ -10,7 +10,10 @@
 //   - a response holds no negative byte count, and no NaN, infinite or
 //     negative time;
 //   - the same request gives the same response bytes again (with
-//     summary.planner_seconds, wall time, cleared).
+//     summary.planner_seconds, wall time, cleared);
+//   - PartitionGraph as the server answers it (PartitionGraphSerialized,
+//     which writes a plan by name without a message) gives the same status
+//     and the same response.
 // Crashes, leaks, undefined behaviour and timeouts are findings too: the
 // fuzz build adds ASan and UBSan (.bazelrc, --config=fuzz).
 //
@@ -33,6 +36,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -93,6 +97,12 @@ absl::Status RunChecked(absl::Status (*entry)(const Request&, const GraphSource&
   return status;
 }
 
+// Aborts unless PartitionGraphSerialized on `request` and `graph` gives
+// `status`, and when OK, bytes that parse to the response `response_bytes`
+// holds (serialised by Serialize, wall times cleared).
+void CheckServedAsSerialized(const v1::PartitionGraphRequest& request, const GraphSource& graph,
+                             const absl::Status& status, const std::string& response_bytes);
+
 // One fuzzer: the request run both ways the server may run it, its graph
 // imported from the bytes (the request's other fields parsed) and parsed
 // whole, each checked; the two must give the same answer, and the same
@@ -114,6 +124,9 @@ int RunOne(const uint8_t* data, size_t size,
   if (graph_bytes.has_value()) {
     const GraphSource graph = GraphSource::Serialized(*graph_bytes);
     const absl::Status status = RunChecked(entry, rest, graph, rpc, &from_bytes);
+    if constexpr (std::is_same_v<Request, v1::PartitionGraphRequest>) {
+      CheckServedAsSerialized(rest, graph, status, from_bytes);
+    }
     if (!parses) {
       if (status.code() != absl::StatusCode::kInvalidArgument) {
         FailWith(rpc, "a graph that does not parse was not INVALID_ARGUMENT: " + status.ToString());
