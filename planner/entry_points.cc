@@ -113,7 +113,7 @@ absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const Grap
 
 absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
                                       const GraphSource& graph_source, const InputLimits& limits,
-                                      const CancellationToken& token, std::string* response_bytes) {
+                                      const CancellationToken& token, absl::Cord* response_bytes) {
   const absl::Time start = absl::Now();
   PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(request.node_references()));
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));

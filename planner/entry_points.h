@@ -20,6 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/cancellation.h"
 #include "planner/graph_import.h"
@@ -42,15 +43,15 @@ absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const Grap
                             const InputLimits& limits, const CancellationToken& token,
                             v1::PartitionGraphResponse* response);
 
-// PartitionGraph with its response serialised into `*response_bytes`, as
-// the server sends it: the same bytes as serialising what PartitionGraph
-// fills, but for planner_seconds. A plan by name is planned by node index
-// and its names written straight from the graph (plan_with_names.h): at 10^6
-// nodes that adds 36 ms to the plan by index, where building a message and
-// a string per node and name, then serialising them, added 140 ms.
+// PartitionGraph with its response serialised into `*response_bytes` (in
+// pieces, which gRPC sends as slices), as the server sends it: the same bytes as serialising what
+// PartitionGraph fills, but for planner_seconds. A plan by name is planned by node index and its
+// names written straight from the graph (plan_with_names.h): at 10^6 nodes that adds 36 ms to the
+// plan by index, where building a message and a string per node and name, then serialising them,
+// added 140 ms.
 absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
                                       const GraphSource& graph, const InputLimits& limits,
-                                      const CancellationToken& token, std::string* response_bytes);
+                                      const CancellationToken& token, absl::Cord* response_bytes);
 
 absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph,
                         const InputLimits& limits, const CancellationToken& token,

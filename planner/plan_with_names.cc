@@ -1,5 +1,6 @@
 #include "planner/plan_with_names.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -47,10 +48,12 @@ constexpr uint8_t kNodeNameTag = Tag(v1::NodePartition::kNodeFieldNumber, kLengt
 constexpr uint8_t kNodePartitionTag = Tag(v1::NodePartition::kPartitionFieldNumber, kVarint);
 constexpr uint8_t kPartitionNodeTag = Tag(v1::Partition::kNodesFieldNumber, kLengthDelimited);
 
-// The bytes of a length-delimited field whose payload is `payload` bytes.
-size_t FieldSize(size_t payload) {
-  return 1 + CodedOutputStream::VarintSize32(static_cast<uint32_t>(payload)) + payload;
+// The bytes of a length-delimited field's tag and length, and of the whole
+// field, whose payload is `payload` bytes.
+size_t FieldHeaderSize(size_t payload) {
+  return 1 + CodedOutputStream::VarintSize32(static_cast<uint32_t>(payload));
 }
+size_t FieldSize(size_t payload) { return FieldHeaderSize(payload) + payload; }
 
 // The payload of NodePartition{node: name, partition} (protobuf leaves a
 // partition of 0 out).
@@ -59,17 +62,40 @@ size_t AssignmentSize(absl::string_view name, int32_t partition) {
          (partition != 0 ? 1 + CodedOutputStream::VarintSize32SignExtended(partition) : 0);
 }
 
-// Writes forward from `next`; the caller sized the buffer exactly.
+// Writes `size` bytes into pieces of about `piece_bytes` each, appended to
+// a Cord. Each field is written whole into one piece, which Reserve makes
+// room for (a piece ends early rather than split one, or is as large as one
+// field that is larger); Append writes bytes of any length across pieces.
+//
+// Why pieces: one block of the whole response (34 MB at 10^6 nodes, above
+// glibc's largest mmap threshold) is mapped and page-faulted afresh on every
+// call, where pieces of 1 MiB reuse memory the allocator holds; gRPC sends a
+// buffer of slices as it sends one.
 class WireWriter {
  public:
-  explicit WireWriter(char* next) : next_(reinterpret_cast<uint8_t*>(next)) {}
+  WireWriter(size_t size, size_t piece_bytes, absl::Cord* out)
+      : unwritten_(size), piece_bytes_(piece_bytes), out_(out) {
+    out_->Clear();
+  }
+  ~WireWriter() { Flush(); }
+
+  // Makes room for `bytes` more in the current piece; the writes below
+  // stay within it.
+  void Reserve(size_t bytes) {
+    if (static_cast<size_t>(end_ - next_) >= bytes) return;
+    Flush();
+    const size_t size = std::max(bytes, std::min(piece_bytes_, unwritten_));
+    piece_.resize(size);
+    next_ = reinterpret_cast<uint8_t*>(piece_.data());
+    end_ = next_ + size;
+  }
 
   void Byte(uint8_t byte) { *next_++ = byte; }
   void Varint(uint32_t value) { next_ = CodedOutputStream::WriteVarint32ToArray(value, next_); }
   void SignedVarint(int32_t value) {
     next_ = CodedOutputStream::WriteVarint32SignExtendedToArray(value, next_);
   }
-  void Bytes(absl::string_view bytes) {
+  void Copy(absl::string_view bytes) {
     std::memcpy(next_, bytes.data(), bytes.size());
     next_ += bytes.size();
   }
@@ -77,17 +103,41 @@ class WireWriter {
   // length, what the caller writes next).
   void Field(uint8_t tag, absl::string_view payload) {
     FieldHeader(tag, payload.size());
-    Bytes(payload);
+    Copy(payload);
   }
   void FieldHeader(uint8_t tag, size_t length) {
     Byte(tag);
     Varint(static_cast<uint32_t>(length));
   }
 
-  const char* position() const { return reinterpret_cast<const char*>(next_); }
+  // `bytes` of any length, split across pieces as they fill.
+  void Append(absl::string_view bytes) {
+    while (!bytes.empty()) {
+      Reserve(1);
+      const size_t part = std::min(bytes.size(), static_cast<size_t>(end_ - next_));
+      Copy(bytes.substr(0, part));
+      bytes.remove_prefix(part);
+    }
+  }
 
  private:
-  uint8_t* next_;
+  // Hands the piece written so far to the Cord (which keeps it uncopied).
+  void Flush() {
+    const size_t written = piece_.size() - static_cast<size_t>(end_ - next_);
+    if (written == 0) return;
+    piece_.resize(written);
+    unwritten_ -= std::min(written, unwritten_);
+    out_->Append(std::move(piece_));
+    piece_ = std::string();
+    next_ = end_ = nullptr;
+  }
+
+  size_t unwritten_;  // of the size given, bytes not yet flushed
+  const size_t piece_bytes_;
+  absl::Cord* out_;
+  std::string piece_;
+  uint8_t* next_ = nullptr;
+  uint8_t* end_ = nullptr;
 };
 
 absl::Status TooLargeError(size_t bytes) {
@@ -107,15 +157,18 @@ struct PartitionBytes {
 
 }  // namespace
 
-absl::Status SerializeWithinLimit(const google::protobuf::Message& response, std::string* bytes) {
-  if (!response.SerializeToString(bytes)) {
+absl::Status SerializeWithinLimit(const google::protobuf::Message& response, absl::Cord* bytes) {
+  std::string serialized;
+  if (!response.SerializeToString(&serialized)) {
     return TooLargeError(response.ByteSizeLong());
   }
+  *bytes = absl::Cord(std::move(serialized));
   return absl::OkStatus();
 }
 
 absl::Status SerializeResponseWithNames(const CompactGraph& graph,
-                                        v1::PartitionGraphResponse* by_index, std::string* bytes) {
+                                        v1::PartitionGraphResponse* by_index, absl::Cord* bytes,
+                                        size_t piece_bytes) {
   v1::PartitionPlan& plan = *by_index->mutable_plan();
 
   // The assignments: one per node in a partition, in graph order.
@@ -160,14 +213,23 @@ absl::Status SerializeResponseWithNames(const CompactGraph& graph,
     return TooLargeError(response_size);
   }
 
-  bytes->resize(response_size);
-  WireWriter out(bytes->data());
+  // A name's characters are in the request's bytes, long out of cache on a
+  // large graph by the time its plan is written: each is prefetched a few
+  // names before it is copied.
+  constexpr int kNameAhead = 16;
+  const auto prefetch_name = [&graph](NodeId v) { __builtin_prefetch(graph.name(v).data()); };
+
+  WireWriter out(response_size, piece_bytes, bytes);
+  out.Reserve(FieldHeaderSize(plan_size));
   out.FieldHeader(kPlanTag, plan_size);
   for (NodeId v = 0; v < partition_of.size(); ++v) {
+    if (v + kNameAhead < partition_of.size()) prefetch_name(v + kNameAhead);
     const int32_t partition = partition_of[v];
     if (partition < 0) continue;
     const absl::string_view name = graph.name(v);
-    out.FieldHeader(kAssignmentTag, AssignmentSize(name, partition));
+    const size_t assignment_size = AssignmentSize(name, partition);
+    out.Reserve(FieldSize(assignment_size));
+    out.FieldHeader(kAssignmentTag, assignment_size);
     out.Field(kNodeNameTag, name);
     if (partition != 0) {
       out.Byte(kNodePartitionTag);
@@ -175,13 +237,20 @@ absl::Status SerializeResponseWithNames(const CompactGraph& graph,
     }
   }
   for (const PartitionBytes& partition : partitions) {
+    out.Reserve(FieldHeaderSize(partition.payload) + partition.before_nodes.size());
     out.FieldHeader(kPartitionTag, partition.payload);
-    out.Bytes(partition.before_nodes);
-    for (NodeId v : partition.nodes) out.Field(kPartitionNodeTag, graph.name(v));
-    out.Bytes(partition.after_nodes);
+    out.Copy(partition.before_nodes);
+    const std::vector<NodeId>& nodes = partition.nodes;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (i + kNameAhead < nodes.size()) prefetch_name(nodes[i + kNameAhead]);
+      const absl::string_view name = graph.name(nodes[i]);
+      out.Reserve(FieldSize(name.size()));
+      out.Field(kPartitionNodeTag, name);
+    }
+    out.Append(partition.after_nodes);
   }
-  out.Bytes(plan_rest);
-  out.Bytes(response_rest);
+  out.Append(plan_rest);
+  out.Append(response_rest);
   return absl::OkStatus();
 }
 

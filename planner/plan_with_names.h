@@ -11,7 +11,7 @@
 //
 //   v1::PartitionGraphResponse by_index;  // planned with NODE_REFERENCES_INDICES
 //   ...
-//   std::string bytes;
+//   absl::Cord bytes;
 //   SerializeResponseWithNames(graph, &by_index, &bytes);
 //   // bytes == the serialisation of the response the same request gets
 //   // with NODE_REFERENCES_NAMES, byte for byte.
@@ -22,9 +22,10 @@
 #ifndef PARTPLAN_PLANNER_PLAN_WITH_NAMES_H_
 #define PARTPLAN_PLANNER_PLAN_WITH_NAMES_H_
 
-#include <string>
+#include <cstddef>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/graph.h"
 
@@ -32,16 +33,20 @@ namespace partplan {
 
 // Writes into `*bytes` (replacing what it held) the serialised response
 // that lists nodes by name, from `by_index`, the plan of the same graph with
-// NODE_REFERENCES_INDICES. Takes the per-node lists out of `*by_index`
-// rather than copying them; it is left unspecified. A response over
-// protobuf's 2 GiB limit on a message is INTERNAL, as protobuf's own
-// serialiser refuses it, and `*bytes` is then unspecified.
+// NODE_REFERENCES_INDICES. The bytes are in pieces of about `piece_bytes`
+// (a varint is never split), so that a large response reuses memory the
+// allocator already holds rather than being mapped afresh on every call. Takes the per-node lists
+// out of `*by_index` rather than copying them; it is left unspecified. A response over protobuf's 2
+// GiB limit on a message is INTERNAL, as protobuf's own serialiser refuses it, and `*bytes` is then
+// unspecified.
+inline constexpr size_t kResponsePieceBytes = size_t{1} << 20;
 absl::Status SerializeResponseWithNames(const CompactGraph& graph,
-                                        v1::PartitionGraphResponse* by_index, std::string* bytes);
+                                        v1::PartitionGraphResponse* by_index, absl::Cord* bytes,
+                                        size_t piece_bytes = kResponsePieceBytes);
 
 // Serialises `response` into `*bytes`: INTERNAL where protobuf refuses, a
 // message over its 2 GiB limit (SerializeToString's false).
-absl::Status SerializeWithinLimit(const google::protobuf::Message& response, std::string* bytes);
+absl::Status SerializeWithinLimit(const google::protobuf::Message& response, absl::Cord* bytes);
 
 }  // namespace partplan
 

@@ -8,7 +8,7 @@ namespace partplan {
 absl::Status PlannerBackend::PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
                                                       const GraphSource& graph,
                                                       const CancellationToken& token,
-                                                      std::string* response_bytes) {
+                                                      absl::Cord* response_bytes) {
   v1::PartitionGraphResponse response;
   if (absl::Status status = PartitionGraph(request, graph, token, &response); !status.ok()) {
     return status;
@@ -29,7 +29,7 @@ class LibraryPlannerBackend final : public PlannerBackend {
   }
   absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
                                         const GraphSource& graph, const CancellationToken& token,
-                                        std::string* response_bytes) override {
+                                        absl::Cord* response_bytes) override {
     return partplan::PartitionGraphSerialized(request, graph, limits_, token, response_bytes);
   }
   absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph,

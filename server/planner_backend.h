@@ -26,6 +26,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/cancellation.h"
 #include "planner/graph_import.h"
@@ -47,7 +48,7 @@ class PlannerBackend {
   virtual absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
                                                 const GraphSource& graph,
                                                 const CancellationToken& token,
-                                                std::string* response_bytes);
+                                                absl::Cord* response_bytes);
   virtual absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph,
                                   const CancellationToken& token,
                                   v1::SplitGraphResponse* response) = 0;

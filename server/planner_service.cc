@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -25,15 +26,20 @@
 namespace partplan {
 namespace {
 
-// `bytes` as a ByteBuffer, handed to gRPC without a copy: the slice owns
-// them until gRPC has sent them.
-grpc::ByteBuffer ByteBufferOf(std::string bytes) {
-  auto* owned = new std::string(std::move(bytes));
-  grpc::Slice slice(grpc_slice_new_with_user_data(
-                        owned->data(), owned->size(),
-                        [](void* data) { delete static_cast<std::string*>(data); }, owned),
-                    grpc::Slice::STEAL_REF);
-  return grpc::ByteBuffer(&slice, 1);
+// `bytes` as a ByteBuffer, handed to gRPC without a copy: a slice per piece
+// of the Cord, which they share until gRPC has sent the last of them.
+grpc::ByteBuffer ByteBufferOf(absl::Cord bytes) {
+  using SharedBytes = std::shared_ptr<const absl::Cord>;
+  const auto owned = std::make_shared<const absl::Cord>(std::move(bytes));
+  std::vector<grpc::Slice> slices;
+  for (const absl::string_view piece : owned->Chunks()) {
+    slices.emplace_back(
+        grpc_slice_new_with_user_data(
+            const_cast<char*>(piece.data()), piece.size(),
+            [](void* owner) { delete static_cast<SharedBytes*>(owner); }, new SharedBytes(owned)),
+        grpc::Slice::STEAL_REF);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
 // The call's deadline, InfiniteFuture when the client set none.
@@ -257,7 +263,7 @@ absl::Status PlannerService::PlanAndSerialize(BackendMethod<Request, Response> p
       // Planned and serialised in one step, so that a plan by name is
       // written from the graph's names rather than built as a message per
       // node (planner_backend.h).
-      std::string bytes;
+      absl::Cord bytes;
       if (absl::Status planning =
               backend_.PartitionGraphSerialized(request, graph, call.token(), &bytes);
           !planning.ok()) {

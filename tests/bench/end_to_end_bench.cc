@@ -25,6 +25,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "benchmark/benchmark.h"
@@ -166,7 +167,7 @@ void BM_PlanAndSerialize(benchmark::State& state, v1::NodeReferences node_refere
     google::protobuf::Arena arena(CallArenaOptions());
     auto* request = google::protobuf::Arena::CreateMessage<v1::PartitionGraphRequest>(&arena);
     const std::optional<ChunkedBytes> graph = ParseAllButGraph(bytes, request);
-    std::string response;
+    absl::Cord response;
     const absl::Status status =
         graph.has_value() ? PartitionGraphSerialized(*request, GraphSource::Serialized(*graph),
                                                      InputLimits(), token, &response)

@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "planner/status_util.h"
@@ -383,7 +384,7 @@ void ClearWallTimes(google::protobuf::Message* message) {
 void CheckServedAsSerialized(const v1::PartitionGraphRequest& request, const GraphSource& graph,
                              const absl::Status& status, const std::string& response_bytes) {
   constexpr absl::string_view kRpc = "PartitionGraph";
-  std::string served;
+  absl::Cord served;
   const absl::Status served_status =
       PartitionGraphSerialized(request, graph, FuzzLimits(), CancellationToken(), &served);
   if (served_status != status) {
@@ -392,7 +393,7 @@ void CheckServedAsSerialized(const v1::PartitionGraphRequest& request, const Gra
   }
   if (!status.ok()) return;
   v1::PartitionGraphResponse response;
-  if (!response.ParseFromString(served)) {
+  if (!response.ParseFromString(std::string(served))) {
     FailWith(kRpc, "PartitionGraphSerialized's bytes do not parse");
   }
   ClearWallTimes(&response);

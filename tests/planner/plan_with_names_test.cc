@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "planner/entry_points.h"
@@ -20,7 +21,8 @@ namespace {
 
 // Expects `bytes` to be `message` serialised, but for the planner's own
 // timing, which each call took for itself.
-void ExpectSerializationOf(v1::PartitionGraphResponse message, const std::string& bytes) {
+void ExpectSerializationOf(v1::PartitionGraphResponse message, const absl::Cord& pieces) {
+  const std::string bytes(pieces);
   v1::PartitionGraphResponse parsed;
   ASSERT_TRUE(parsed.ParseFromString(bytes)) << "the bytes do not parse";
   message.mutable_plan()->mutable_summary()->set_planner_seconds(
@@ -41,7 +43,7 @@ bool ExpectSameBytesAsTheMessage(v1::PartitionGraphRequest request) {
     v1::PartitionGraphResponse message;
     const absl::Status message_status =
         PartitionGraph(request, InputLimits(), CancellationToken(), &message);
-    std::string bytes;
+    absl::Cord bytes;
     EXPECT_EQ(PartitionGraphSerialized(request, request.graph(), InputLimits(), CancellationToken(),
                                        &bytes),
               message_status);
@@ -52,7 +54,7 @@ bool ExpectSameBytesAsTheMessage(v1::PartitionGraphRequest request) {
       ADD_FAILURE() << "the request does not split";
       return false;
     }
-    std::string bytes_from_bytes;
+    absl::Cord bytes_from_bytes;
     EXPECT_EQ(PartitionGraphSerialized(fields, GraphSource::Serialized(*graph_bytes), InputLimits(),
                                        CancellationToken(), &bytes_from_bytes),
               message_status);
@@ -115,13 +117,54 @@ TEST(PlanWithNamesTest, WritesLongVarintsAsProtobufDoes) {
   }
 }
 
+// The response is written in pieces: a string may straddle any number of
+// them, a varint none. Every size from one byte up gives the same bytes.
+TEST(PlanWithNamesTest, WritesTheSameBytesInPiecesOfAnySize) {
+  v1::PartitionGraphRequest request = ManySmallPartitions(300, 130);
+  request.set_node_references(v1::NODE_REFERENCES_NAMES);
+  const absl::StatusOr<v1::PartitionGraphResponse> by_name =
+      PartitionGraph(request, InputLimits(), CancellationToken());
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  request.set_node_references(v1::NODE_REFERENCES_INDICES);
+  const absl::StatusOr<v1::PartitionGraphResponse> by_index =
+      PartitionGraph(request, InputLimits(), CancellationToken());
+  ASSERT_TRUE(by_index.ok()) << by_index.status();
+  const absl::StatusOr<CompactGraph> graph =
+      ImportGraph(request.graph(), InputLimits(), CancellationToken());
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  for (const size_t piece_bytes : {0, 1, 2, 3, 7, 64, 1000, 100000}) {
+    SCOPED_TRACE(piece_bytes);
+    v1::PartitionGraphResponse taken = *by_index;
+    absl::Cord bytes("left from before");
+    ASSERT_TRUE(SerializeResponseWithNames(*graph, &taken, &bytes, piece_bytes).ok());
+    ExpectSerializationOf(*by_name, bytes);
+  }
+}
+
+// A response of 12 MB goes to gRPC as pieces of at most
+// kResponsePieceBytes, which the Cord keeps as they are.
+TEST(PlanWithNamesTest, LargeResponsesAreInPieces) {
+  const v1::PartitionGraphRequest request = ManySmallPartitions(300, 20000);
+  absl::Cord bytes;
+  ASSERT_TRUE(
+      PartitionGraphSerialized(request, request.graph(), InputLimits(), CancellationToken(), &bytes)
+          .ok());
+  ASSERT_GT(bytes.size(), 11 * kResponsePieceBytes);
+  int pieces = 0;
+  for (const absl::string_view piece : bytes.Chunks()) {
+    EXPECT_LE(piece.size(), kResponsePieceBytes);
+    ++pieces;
+  }
+  EXPECT_GE(pieces, 12);
+}
+
 TEST(PlanWithNamesTest, ErrorsAreThoseOfPartitionGraph) {
   v1::PartitionGraphRequest request = ManySmallPartitions(3, 4);
   request.mutable_devices()->mutable_devices(0)->set_available_memory_bytes(-1);
   EXPECT_FALSE(ExpectSameBytesAsTheMessage(request));
   request = ManySmallPartitions(3, 4);
   request.set_node_references(static_cast<v1::NodeReferences>(9));
-  std::string bytes;
+  absl::Cord bytes;
   const absl::Status status = PartitionGraphSerialized(request, request.graph(), InputLimits(),
                                                        CancellationToken(), &bytes);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);

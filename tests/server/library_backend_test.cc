@@ -1,6 +1,7 @@
 // The server with its production backend, the planner library: a tiny graph
 // validates and partitions; an invalid one gets INVALID_ARGUMENT naming the
-// field.
+// field; a plan of megabytes, sent as many slices, arrives as the library
+// made it.
 #include <google/protobuf/text_format.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/error_details.h>
@@ -8,10 +9,14 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
+#include "planner/entry_points.h"
+#include "planner/plan_with_names.h"
 #include "server/server.h"
+#include "tests/planner/test_graphs.h"
 #include "tests/server/test_util.h"
 
 namespace partplan {
@@ -116,6 +121,45 @@ TEST_F(LibraryBackendTest, PartitionGraphPlansATinyGraph) {
   ASSERT_EQ(response.plan().assignments_size(), 1);  // The one call_* node.
   EXPECT_EQ(response.plan().assignments(0).node(), "fc");
   EXPECT_GE(response.plan().partitions_size(), 1);
+}
+
+// A plan by name of several megabytes is written in pieces of
+// kResponsePieceBytes, each sent as a slice of its own: the client gets the
+// plan the library makes, whole and in order.
+TEST_F(LibraryBackendTest, PartitionGraphSendsALargePlanWhole) {
+  constexpr int kNodes = 20000;
+  TestGraph graph;
+  graph.Placeholder("x", 10);
+  std::string previous = "x";
+  for (int i = 0; i < kNodes; ++i) {
+    std::string name = absl::StrCat("layer", i, "_");
+    name.resize(100, 'a');  // 4 MB of names in the plan, each listed twice
+    graph.Op(name, {previous}, 100, 10);
+    previous = name;
+  }
+  graph.Output({previous});
+  v1::PartitionGraphRequest request;
+  *request.mutable_graph() = graph.Build();
+  for (int d = 0; d < 4; ++d) {
+    v1::Device* device = request.mutable_devices()->add_devices();
+    device->set_name(absl::StrCat("gpu", d));
+    device->set_logical_id(d);
+    device->set_available_memory_bytes(kNodes * 40);
+  }
+
+  grpc::ClientContext context;
+  v1::PartitionGraphResponse served;
+  const grpc::Status status = stub_->PartitionGraph(&context, request, &served);
+  ASSERT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+
+  absl::StatusOr<v1::PartitionGraphResponse> planned =
+      PartitionGraph(request, InputLimits(), CancellationToken());
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  ASSERT_GT(planned->ByteSizeLong(), 3 * kResponsePieceBytes);
+  EXPECT_EQ(served.plan().partitions_size(), 3);  // 2.2 MB of nodes on devices of 0.8 MB
+  planned->mutable_plan()->mutable_summary()->set_planner_seconds(
+      served.plan().summary().planner_seconds());
+  EXPECT_EQ(served.SerializeAsString(), planned->SerializeAsString());
 }
 
 }  // namespace
