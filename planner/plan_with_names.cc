@@ -63,9 +63,10 @@ size_t AssignmentSize(absl::string_view name, int32_t partition) {
 }
 
 // Writes `size` bytes into pieces of about `piece_bytes` each, appended to
-// a Cord. Each field is written whole into one piece, which Reserve makes
-// room for (a piece ends early rather than split one, or is as large as one
-// field that is larger); Append writes bytes of any length across pieces.
+// a Cord. The fields written after a Reserve are whole within one piece (a
+// piece ends early rather than split them, or is as large as they are);
+// Append writes bytes of any length across pieces. Finish says whether
+// exactly `size` bytes were written.
 //
 // Why pieces: one block of the whole response (34 MB at 10^6 nodes, above
 // glibc's largest mmap threshold) is mapped and page-faulted afresh on every
@@ -74,17 +75,24 @@ size_t AssignmentSize(absl::string_view name, int32_t partition) {
 class WireWriter {
  public:
   WireWriter(size_t size, size_t piece_bytes, absl::Cord* out)
-      : unwritten_(size), piece_bytes_(piece_bytes), out_(out) {
+      : size_(size), piece_bytes_(piece_bytes), out_(out) {
     out_->Clear();
   }
-  ~WireWriter() { Flush(); }
+
+  // Hands the last piece to the Cord; false unless `size` bytes were
+  // written in all.
+  bool Finish() {
+    Flush();
+    return flushed_ == size_;
+  }
 
   // Makes room for `bytes` more in the current piece; the writes below
   // stay within it.
   void Reserve(size_t bytes) {
     if (static_cast<size_t>(end_ - next_) >= bytes) return;
     Flush();
-    const size_t size = std::max(bytes, std::min(piece_bytes_, unwritten_));
+    const size_t unwritten = size_ > flushed_ ? size_ - flushed_ : 0;
+    const size_t size = std::max(bytes, std::min(piece_bytes_, unwritten));
     piece_.resize(size);
     next_ = reinterpret_cast<uint8_t*>(piece_.data());
     end_ = next_ + size;
@@ -126,13 +134,14 @@ class WireWriter {
     const size_t written = piece_.size() - static_cast<size_t>(end_ - next_);
     if (written == 0) return;
     piece_.resize(written);
-    unwritten_ -= std::min(written, unwritten_);
+    flushed_ += written;
     out_->Append(std::move(piece_));
     piece_ = std::string();
     next_ = end_ = nullptr;
   }
 
-  size_t unwritten_;  // of the size given, bytes not yet flushed
+  const size_t size_;
+  size_t flushed_ = 0;  // bytes in the Cord
   const size_t piece_bytes_;
   absl::Cord* out_;
   std::string piece_;
@@ -251,6 +260,10 @@ absl::Status SerializeResponseWithNames(const CompactGraph& graph,
   }
   out.Append(plan_rest);
   out.Append(response_rest);
+  if (!out.Finish()) {
+    return absl::InternalError(absl::StrCat("the plan by name was sized at ", response_size,
+                                            " bytes and written as ", bytes->size()));
+  }
   return absl::OkStatus();
 }
 

@@ -31,15 +31,18 @@
 
 namespace partplan {
 
+// The size of the pieces a response by name is written in.
+inline constexpr size_t kResponsePieceBytes = size_t{1} << 20;
+
 // Writes into `*bytes` (replacing what it held) the serialised response
 // that lists nodes by name, from `by_index`, the plan of the same graph with
-// NODE_REFERENCES_INDICES. The bytes are in pieces of about `piece_bytes`
-// (a varint is never split), so that a large response reuses memory the
-// allocator already holds rather than being mapped afresh on every call. Takes the per-node lists
-// out of `*by_index` rather than copying them; it is left unspecified. A response over protobuf's 2
-// GiB limit on a message is INTERNAL, as protobuf's own serialiser refuses it, and `*bytes` is then
-// unspecified.
-inline constexpr size_t kResponsePieceBytes = size_t{1} << 20;
+// NODE_REFERENCES_INDICES. The bytes are in pieces of about `piece_bytes`,
+// so that a large response reuses memory the allocator already holds rather
+// than being mapped afresh on every call: each assignment and node name is
+// whole within a piece, other fields may be cut anywhere. Takes the per-node
+// lists out of `*by_index` rather than copying them; it is left unspecified.
+// A response over protobuf's 2 GiB limit on a message is INTERNAL, as
+// protobuf's own serialiser refuses it, and `*bytes` is then unspecified.
 absl::Status SerializeResponseWithNames(const CompactGraph& graph,
                                         v1::PartitionGraphResponse* by_index, absl::Cord* bytes,
                                         size_t piece_bytes = kResponsePieceBytes);
