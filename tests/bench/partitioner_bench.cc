@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -168,9 +169,14 @@ std::vector<std::pair<std::string, int32_t>> SizeBasedAssignment(
   return assignment;
 }
 
-void BM_PartitionGraphAotBased(benchmark::State& state, GraphShape shape, int64_t nodes) {
+// aot_based with the size_based plan's assignment as its node_partitions,
+// in graph order as a plan lists them, or shuffled (the lookups by name
+// cannot then follow the graph).
+void BM_PartitionGraphAotBased(benchmark::State& state, GraphShape shape, int64_t nodes,
+                               bool shuffled) {
   v1::PartitionGraphRequest request = ShapeRequest(shape, nodes, v1::PartitionerConfig::SIZE_BASED);
-  const auto assignment = SizeBasedAssignment(request);
+  auto assignment = SizeBasedAssignment(request);
+  if (shuffled) std::shuffle(assignment.begin(), assignment.end(), std::mt19937(1));
   v1::PartitionerConfig* config = request.mutable_config();
   config->set_mode(v1::PartitionerConfig::AOT_BASED);
   int32_t partitions = 0;
@@ -253,7 +259,19 @@ void RegisterAll() {
       BM_PartitionGraph(state, m, shape, nodes);
     });
   }
-  RegisterShapes("PartitionGraphAotBased", BM_PartitionGraphAotBased);
+  RegisterShapes("PartitionGraphAotBased",
+                 [](benchmark::State& state, GraphShape shape, int64_t nodes) {
+                   BM_PartitionGraphAotBased(state, shape, nodes, /*shuffled=*/false);
+                 });
+  // One shape is enough to show what the list's order costs.
+  for (int64_t nodes : kSizes) {
+    benchmark::RegisterBenchmark(
+        absl::StrCat("BM_PartitionGraphAotBasedShuffled/chain/", nodes).c_str(),
+        [nodes](benchmark::State& state) {
+          BM_PartitionGraphAotBased(state, GraphShape::kChain, nodes, /*shuffled=*/true);
+        })
+        ->Unit(benchmark::kMillisecond);
+  }
   RegisterShapes("SplitGraph", BM_SplitGraph);
   // The size of the torch.fx reference measurement.
   benchmark::RegisterBenchmark("BM_PartitionGraphSizeBased/residual/16002",

@@ -1,9 +1,12 @@
 // aot_based plans (the caller's maps, validated) and saturate_host
 // replication, on small graphs worked out by hand.
+#include <algorithm>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/entry_points.h"
@@ -72,6 +75,148 @@ TEST(AotBasedTest, UsesTheCallersMapsEvenWhenOneDeviceWouldDo) {
   EXPECT_EQ(plan->partitions(1).memory_bytes(), 40);
   EXPECT_THAT(Ids(plan->partitions(1).parents()), ElementsAre(0));
   EXPECT_THAT(Ids(plan->partitions(0).children()), ElementsAre(1));
+}
+
+TEST(AotBasedTest, AnInputGivenAPartitionIsInItBesidesThePartitionsReadingIt) {
+  // x is read by a and c (partition 0) and given to partition 1 alone: a
+  // partition of inputs only, linked to none (inputs link no partitions).
+  absl::StatusOr<v1::PartitionPlan> plan =
+      PlanWith(AotRequest({{"a", 0}, {"x", 1}, {"b", 0}, {"c", 0}}, {{0}, {1}}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->partitions_size(), 2);
+  EXPECT_THAT(Names(plan->partitions(0).nodes()), ElementsAre("x", "a", "b", "c"));
+  EXPECT_THAT(Names(plan->partitions(1).nodes()), ElementsAre("x"));
+  EXPECT_EQ(plan->partitions(1).memory_bytes(), 10);
+  EXPECT_THAT(Ids(plan->partitions(1).parents()), ElementsAre());
+  EXPECT_THAT(Ids(plan->partitions(1).children()), ElementsAre());
+  EXPECT_THAT(Ids(plan->partitions(0).children()), ElementsAre());
+}
+
+// A graph of 600 blocks (a weight, then two call_* nodes, the first reading
+// the weight and, every 50th block, the graph input x) in 4 partitions of
+// consecutive blocks; and its node_partitions list in any order.
+class AotListOrderTest : public ::testing::Test {
+ protected:
+  static constexpr int kBlocks = 600;
+  static constexpr int kPartitions = 4;
+
+  static int PartitionOfBlock(int b) { return b * kPartitions / kBlocks; }
+
+  // The call_* nodes with their partitions, in graph order.
+  static std::vector<std::pair<std::string, int>> OpEntries() {
+    std::vector<std::pair<std::string, int>> entries;
+    for (int b = 0; b < kBlocks; ++b) {
+      entries.emplace_back(absl::StrCat("mm_", b), PartitionOfBlock(b));
+      entries.emplace_back(absl::StrCat("relu_", b), PartitionOfBlock(b));
+    }
+    return entries;
+  }
+
+  static v1::PartitionGraphRequest Request(
+      const std::vector<std::pair<std::string, int>>& entries) {
+    TestGraph graph;
+    graph.Placeholder("x", 10);
+    std::string previous = "x";
+    for (int b = 0; b < kBlocks; ++b) {
+      const std::string weight = absl::StrCat("w_", b);
+      graph.GetAttr(weight, 4);
+      std::vector<std::string> inputs = {previous, weight};
+      if (b % 50 == 49) inputs.push_back("x");
+      graph.Op(absl::StrCat("mm_", b), inputs, 10, 10);
+      previous = absl::StrCat("relu_", b);
+      graph.Op(previous, {absl::StrCat("mm_", b)}, 10, 10);
+    }
+    v1::PartitionGraphRequest request = AotRequest(entries, {{0}, {1}, {2}, {0}});
+    *request.mutable_graph() = graph.Output({previous}).Build();
+    return request;
+  }
+
+  // Partition p's nodes worked out from the graph's construction.
+  static std::vector<std::string> ExpectedNodes(int p) {
+    std::vector<std::string> nodes;
+    bool reads_x = p == 0;  // mm_0 reads x as its previous node
+    for (int b = 0; b < kBlocks; ++b) {
+      if (PartitionOfBlock(b) == p && b % 50 == 49) reads_x = true;
+    }
+    if (reads_x) nodes.push_back("x");
+    for (int b = 0; b < kBlocks; ++b) {
+      if (PartitionOfBlock(b) != p) continue;
+      for (const char* prefix : {"w_", "mm_", "relu_"}) nodes.push_back(absl::StrCat(prefix, b));
+    }
+    return nodes;
+  }
+};
+
+TEST_F(AotListOrderTest, ThePlanIsTheSameWhateverTheOrderOfTheList) {
+  const std::vector<std::pair<std::string, int>> in_order = OpEntries();
+  absl::StatusOr<v1::PartitionPlan> expected = PlanWith(Request(in_order));
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ASSERT_EQ(expected->partitions_size(), kPartitions);
+  for (int p = 0; p < kPartitions; ++p) {
+    EXPECT_EQ(Names(expected->partitions(p).nodes()), ExpectedNodes(p)) << "partition " << p;
+  }
+  EXPECT_THAT(Ids(expected->partitions(1).parents()), ElementsAre(0));
+  EXPECT_THAT(Ids(expected->partitions(1).children()), ElementsAre(2));
+
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, int>>>> orders;
+  orders.emplace_back("reversed",
+                      std::vector<std::pair<std::string, int>>(in_order.rbegin(), in_order.rend()));
+  std::vector<std::pair<std::string, int>> shuffled = in_order;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(7));
+  orders.emplace_back("shuffled", shuffled);
+  // Shuffled, then in order: the lookups go back to guessing.
+  std::vector<std::pair<std::string, int>> shuffled_head = in_order;
+  std::shuffle(shuffled_head.begin(), shuffled_head.begin() + 400, std::mt19937(8));
+  orders.emplace_back("shuffled head", shuffled_head);
+  // Every input named too, each before its first reader and in its partition.
+  std::vector<std::pair<std::string, int>> with_inputs = {{"x", 0}};
+  for (int b = 0; b < kBlocks; ++b) {
+    with_inputs.emplace_back(absl::StrCat("w_", b), PartitionOfBlock(b));
+    with_inputs.emplace_back(absl::StrCat("mm_", b), PartitionOfBlock(b));
+    with_inputs.emplace_back(absl::StrCat("relu_", b), PartitionOfBlock(b));
+  }
+  orders.emplace_back("with inputs", with_inputs);
+
+  for (const auto& [order, entries] : orders) {
+    absl::StatusOr<v1::PartitionPlan> plan = PlanWith(Request(entries));
+    ASSERT_TRUE(plan.ok()) << order << ": " << plan.status();
+    ASSERT_EQ(plan->partitions_size(), kPartitions) << order;
+    for (int p = 0; p < kPartitions; ++p) {
+      EXPECT_EQ(plan->partitions(p).SerializeAsString(),
+                expected->partitions(p).SerializeAsString())
+          << order << ", partition " << p << ":\n"
+          << plan->partitions(p).DebugString();
+    }
+    ASSERT_EQ(plan->assignments_size(), expected->assignments_size()) << order;
+    for (int i = 0; i < plan->assignments_size(); ++i) {
+      EXPECT_EQ(plan->assignments(i).SerializeAsString(),
+                expected->assignments(i).SerializeAsString())
+          << order << ", assignments[" << i << "]";
+    }
+  }
+}
+
+TEST_F(AotListOrderTest, ANodeListedTwiceNamesItsFirstEntryInAnyOrder) {
+  std::vector<std::pair<std::string, int>> entries = OpEntries();
+  std::shuffle(entries.begin(), entries.end(), std::mt19937(9));
+  const int first = 500;
+  entries.push_back(entries[first]);
+  absl::StatusOr<v1::PartitionPlan> plan = PlanWith(Request(entries));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(InvalidFieldPath(plan.status()).value_or("<none>"),
+            absl::StrCat("config.node_partitions[", entries.size() - 1, "].node"));
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr(absl::StrCat("already assigned by config.node_partitions[", first, "]")));
+}
+
+TEST_F(AotListOrderTest, AnUnknownNameInAShuffledListIsNamed) {
+  std::vector<std::pair<std::string, int>> entries = OpEntries();
+  std::shuffle(entries.begin(), entries.end(), std::mt19937(10));
+  entries[700].first = "mm_600";
+  absl::StatusOr<v1::PartitionPlan> plan = PlanWith(Request(entries));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(InvalidFieldPath(plan.status()).value_or("<none>"), "config.node_partitions[700].node");
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("no node is called 'mm_600'"));
 }
 
 struct BadAotCase {
