@@ -15,6 +15,8 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "planner/graph_import.h"
+#include "planner/plan_with_names.h"
 #include "planner/status_util.h"
 
 #ifdef PARTPLAN_LIBFUZZER
@@ -399,6 +401,35 @@ void CheckServedAsSerialized(const v1::PartitionGraphRequest& request, const Gra
   ClearWallTimes(&response);
   if (Serialize(response) != response_bytes) {
     FailWith(kRpc, "PartitionGraphSerialized's response differs from PartitionGraph's");
+  }
+  if (request.node_references() != v1::NODE_REFERENCES_NAMES) return;
+  // The same plan by name written in pieces of a few bytes: a fuzzed
+  // response is far under the 1 MiB pieces the server writes, so this is
+  // where fields and names crossing pieces are exercised.
+  v1::PartitionGraphRequest by_index_request = request;
+  by_index_request.set_node_references(v1::NODE_REFERENCES_INDICES);
+  absl::Cord by_index_bytes;
+  v1::PartitionGraphResponse by_index;
+  absl::StatusOr<CompactGraph> imported = ImportGraph(graph, FuzzLimits(), CancellationToken());
+  if (!PartitionGraphSerialized(by_index_request, graph, FuzzLimits(), CancellationToken(),
+                                &by_index_bytes)
+           .ok() ||
+      !imported.ok() || !by_index.ParseFromString(std::string(by_index_bytes))) {
+    FailWith(kRpc, "the plan by index or the graph failed where the plan by name did not");
+  }
+  const size_t piece_bytes = 1 + response_bytes.size() % 61;
+  absl::Cord in_pieces;
+  const absl::Status pieces_status =
+      SerializeResponseWithNames(*imported, &by_index, &in_pieces, piece_bytes);
+  v1::PartitionGraphResponse from_pieces;
+  if (!pieces_status.ok() || !from_pieces.ParseFromString(std::string(in_pieces))) {
+    FailWith(kRpc, absl::StrCat("the plan by name in pieces of ", piece_bytes,
+                                " bytes does not parse: ", pieces_status.ToString()));
+  }
+  ClearWallTimes(&from_pieces);
+  if (Serialize(from_pieces) != response_bytes) {
+    FailWith(kRpc, absl::StrCat("the plan by name in pieces of ", piece_bytes,
+                                " bytes differs from PartitionGraph's"));
   }
 }
 

@@ -13,7 +13,8 @@
 //     summary.planner_seconds, wall time, cleared);
 //   - PartitionGraph as the server answers it (PartitionGraphSerialized,
 //     which writes a plan by name without a message) gives the same status
-//     and the same response.
+//     and the same response, and so does a plan by name written in pieces
+//     of a few bytes (the server's are 1 MiB, more than a fuzzed response).
 // Crashes, leaks, undefined behaviour and timeouts are findings too: the
 // fuzz build adds ASan and UBSan (.bazelrc, --config=fuzz).
 //
@@ -99,7 +100,9 @@ absl::Status RunChecked(absl::Status (*entry)(const Request&, const GraphSource&
 
 // Aborts unless PartitionGraphSerialized on `request` and `graph` gives
 // `status`, and when OK, bytes that parse to the response `response_bytes`
-// holds (serialised by Serialize, wall times cleared).
+// holds (serialised by Serialize, wall times cleared); and, for a plan by
+// name, unless SerializeResponseWithNames in pieces of 1 to 61 bytes gives
+// that response too.
 void CheckServedAsSerialized(const v1::PartitionGraphRequest& request, const GraphSource& graph,
                              const absl::Status& status, const std::string& response_bytes);
 
