@@ -12,9 +12,10 @@
 // otherwise); and parents and children are filled in (torch.fx leaves them
 // empty in this mode).
 //
-// O(N + E) for N nodes and E edges: the node lists are made in graph order
-// by one pass over the graph, and a list in graph order (as a plan's
-// assignments are) is matched to the nodes without hashing its names.
+// The node lists cost O(N + E) for N nodes and E edges: they are made in
+// graph order by one pass over the graph, without a sort; and a list in
+// graph order (as a plan's assignments are) is matched to the nodes without
+// hashing its names.
 //
 //   PARTPLAN_ASSIGN_OR_RETURN(PartitionSet set,
 //                             AotPartition(graph, devices, request.config()));

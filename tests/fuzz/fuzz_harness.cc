@@ -405,17 +405,20 @@ void CheckServedAsSerialized(const v1::PartitionGraphRequest& request, const Gra
   if (request.node_references() != v1::NODE_REFERENCES_NAMES) return;
   // The same plan by name written in pieces of a few bytes: a fuzzed
   // response is far under the 1 MiB pieces the server writes, so this is
-  // where fields and names crossing pieces are exercised.
+  // where field headers and blobs cross pieces (names and assignments are
+  // kept whole, in a larger piece if need be).
   v1::PartitionGraphRequest by_index_request = request;
   by_index_request.set_node_references(v1::NODE_REFERENCES_INDICES);
   absl::Cord by_index_bytes;
   v1::PartitionGraphResponse by_index;
   absl::StatusOr<CompactGraph> imported = ImportGraph(graph, FuzzLimits(), CancellationToken());
-  if (!PartitionGraphSerialized(by_index_request, graph, FuzzLimits(), CancellationToken(),
-                                &by_index_bytes)
-           .ok() ||
-      !imported.ok() || !by_index.ParseFromString(std::string(by_index_bytes))) {
-    FailWith(kRpc, "the plan by index or the graph failed where the plan by name did not");
+  const absl::Status by_index_status = PartitionGraphSerialized(
+      by_index_request, graph, FuzzLimits(), CancellationToken(), &by_index_bytes);
+  if (!by_index_status.ok() || !imported.ok() ||
+      !by_index.ParseFromString(std::string(by_index_bytes))) {
+    FailWith(kRpc, absl::StrCat("the plan by index (", by_index_status.ToString(),
+                                ") or the graph's import (", imported.status().ToString(),
+                                ") failed where the plan by name did not"));
   }
   const size_t piece_bytes = 1 + response_bytes.size() % 61;
   absl::Cord in_pieces;

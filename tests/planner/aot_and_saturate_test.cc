@@ -92,6 +92,16 @@ TEST(AotBasedTest, AnInputGivenAPartitionIsInItBesidesThePartitionsReadingIt) {
   EXPECT_THAT(Ids(plan->partitions(0).children()), ElementsAre());
 }
 
+TEST(AotBasedTest, AnInputGivenAPartitionItsReadersAreInIsThereOnce) {
+  // x is given to partition 1, where c reads it, and a reads it in 0.
+  absl::StatusOr<v1::PartitionPlan> plan =
+      PlanWith(AotRequest({{"x", 1}, {"a", 0}, {"b", 1}, {"c", 1}}, {{0}, {1}}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(Names(plan->partitions(0).nodes()), ElementsAre("x", "a"));
+  EXPECT_THAT(Names(plan->partitions(1).nodes()), ElementsAre("x", "b", "c"));
+  EXPECT_EQ(plan->partitions(1).memory_bytes(), 40);
+}
+
 // A graph of 600 blocks (a weight, then two call_* nodes, the first reading
 // the weight and, every 50th block, the graph input x) in 4 partitions of
 // consecutive blocks; and its node_partitions list in any order.
@@ -241,23 +251,61 @@ TEST_P(BadAotTest, IsInvalidArgumentNamingTheEntry) {
 INSTANTIATE_TEST_SUITE_P(
     AllChecks, BadAotTest,
     ::testing::ValuesIn(std::vector<BadAotCase>{
-        {"UnknownNode", {{"a", 0}, {"zz", 0}}, {{0}}, "config.node_partitions[1].node",
+        {"UnknownNode",
+         {{"a", 0}, {"zz", 0}},
+         {{0}},
+         "config.node_partitions[1].node",
          "no node is called 'zz'"},
         {"OutputNode", {{"output", 0}}, {{0}}, "config.node_partitions[0].node", "OUTPUT"},
-        {"Twice", {{"a", 0}, {"a", 0}}, {{0}}, "config.node_partitions[1].node",
+        {"Twice",
+         {{"a", 0}, {"a", 0}},
+         {{0}},
+         "config.node_partitions[1].node",
          "already assigned by config.node_partitions[0]"},
-        {"Missing", {{"a", 0}, {"b", 0}}, {{0}}, "config.node_partitions",
+        {"InputTwice",
+         {{"x", 0}, {"a", 0}, {"x", 0}},
+         {{0}},
+         "config.node_partitions[2].node",
+         "node 'x' is already assigned by config.node_partitions[0]"},
+        {"InputInUnknownPartition",
+         {{"x", 3}},
+         {{0}},
+         "config.node_partitions[0].partition",
+         "partition 3 has no config.partition_devices"},
+        {"MissingWithAnInputNamed",
+         {{"x", 0}, {"a", 0}, {"c", 0}},
+         {{0}},
+         "config.node_partitions",
+         "node 'b' (graph.nodes[2]) has no partition"},
+        {"Missing",
+         {{"a", 0}, {"b", 0}},
+         {{0}},
+         "config.node_partitions",
          "node 'c' (graph.nodes[3]) has no partition"},
-        {"PartitionWithoutDevices", {{"a", 0}, {"b", 1}, {"c", 1}}, {{0}},
-         "config.node_partitions[1].partition", "partition 1 has no config.partition_devices"},
-        {"UnknownDevice", {{"a", 0}, {"b", 0}, {"c", 0}}, {{7}},
-         "config.partition_devices[0].logical_device_ids[0]", "no device has logical id 7"},
-        {"Cycle", {{"a", 0}, {"b", 1}, {"c", 0}}, {{0}, {1}}, "config.node_partitions",
+        {"PartitionWithoutDevices",
+         {{"a", 0}, {"b", 1}, {"c", 1}},
+         {{0}},
+         "config.node_partitions[1].partition",
+         "partition 1 has no config.partition_devices"},
+        {"UnknownDevice",
+         {{"a", 0}, {"b", 0}, {"c", 0}},
+         {{7}},
+         "config.partition_devices[0].logical_device_ids[0]",
+         "no device has logical id 7"},
+        {"Cycle",
+         {{"a", 0}, {"b", 1}, {"c", 0}},
+         {{0}, {1}},
+         "config.node_partitions",
          "cycle exists between partitions: partitions 0, 1"},
-        {"EmptyPartition", {{"a", 0}, {"b", 0}, {"c", 0}}, {{0}, {1}}, "config.partition_devices",
+        {"EmptyPartition",
+         {{"a", 0}, {"b", 0}, {"c", 0}},
+         {{0}, {1}},
+         "config.partition_devices",
          "partition 1 has no nodes"},
         // A device listed twice would be charged the partition twice.
-        {"DeviceListedTwice", {{"a", 0}, {"b", 0}, {"c", 0}}, {{0, 1, 0}},
+        {"DeviceListedTwice",
+         {{"a", 0}, {"b", 0}, {"c", 0}},
+         {{0, 1, 0}},
          "config.partition_devices[0].logical_device_ids[2]",
          "device 0 is listed twice for partition 0"},
     }),
