@@ -35,8 +35,12 @@ class EmbeddingModules {
     }
   }
 
-  bool IsEmbedding(const NodeFields& node) const {
-    if (node.op != v1::CALL_MODULE) return false;
+  // Whether node v is one. Only a call_module can be, so only those have
+  // their fields decoded again: that decoding was most of this planner's
+  // own time.
+  bool IsEmbedding(const CompactGraph& graph, NodeReader& nodes, NodeId v) const {
+    if (graph.op(v) != v1::CALL_MODULE) return false;
+    const NodeFields& node = nodes.OwnFields(v);
     if (absl::StrContains(node.module_type, "Embedding")) return true;
     absl::string_view target = node.target;
     while (absl::ConsumePrefix(&target, ".")) {
@@ -212,7 +216,7 @@ absl::StatusOr<PartitionSet> SparseNnPartition(const CompactGraph& graph,
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(v));
     if (!graph.is_op_node(v)) continue;
-    if (embeddings.IsEmbedding(nodes.OwnFields(v)) != in_embedding_region) {
+    if (embeddings.IsEmbedding(graph, nodes, v) != in_embedding_region) {
       // An empty partition is kept and joins the region being entered.
       if (builder.partition(current).memory_bytes != 0) {
         close_current();
