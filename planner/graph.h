@@ -38,12 +38,13 @@ using NodeId = int32_t;
 class CompactGraph {
  public:
   int32_t num_nodes() const { return static_cast<int32_t>(op_.size()); }
-  // The node's name: a view into what the graph was imported from (which
-  // outlives it), or into a copy the graph keeps.
-  absl::string_view name(NodeId v) const { return names_[v]; }
+  // The node's name (a view into the graph's copy of the names).
+  absl::string_view name(NodeId v) const {
+    return absl::string_view(name_chars_.data() + name_starts_[v],
+                             name_starts_[v + 1] - name_starts_[v]);
+  }
   // Appends the names of `ids` to `out`, as plans list nodes. On large graphs
-  // the names are long out of cache by then, so their reads are prefetched
-  // ahead.
+  // the names are out of cache by then, so their reads are prefetched ahead.
   void AppendNames(absl::Span<const NodeId> ids,
                    google::protobuf::RepeatedPtrField<std::string>* out) const;
   // The parsed graph this one was imported from, or null when it was
@@ -117,7 +118,15 @@ class CompactGraph {
   CompactGraph() = default;
 
   // The nodes' names by id, as NameIndex reads them.
-  const std::vector<absl::string_view>& names() const { return names_; }
+  class Names {
+   public:
+    explicit Names(const CompactGraph& graph) : graph_(graph) {}
+    absl::string_view operator[](NodeId v) const { return graph_.name(v); }
+
+   private:
+    const CompactGraph& graph_;
+  };
+  Names names() const { return Names(*this); }
 
   static absl::Span<const NodeId> Slice(const std::vector<int32_t>& offsets,
                                         const std::vector<NodeId>& ids, NodeId v) {
@@ -134,16 +143,21 @@ class CompactGraph {
   const v1::Graph* parsed_ = nullptr;
   std::vector<const char*> node_starts_;
   absl::string_view NodeBytes(NodeId v) const;
-  // Copies the graph keeps: of nodes' bytes across two pieces, and of the
-  // names of nodes the import had protobuf parse (node_fields.h).
+  // Copies of nodes' bytes across two pieces.
   std::vector<std::shared_ptr<const char[]>> copies_;
   // The graph's name and modules: parsed_ itself, or the fields of the
   // serialised graph other than its nodes, parsed into `owned_header_`.
   const v1::Graph* header_ = nullptr;
   std::shared_ptr<const v1::Graph> owned_header_;
 
-  // Views into the parsed graph, the serialised graph's bytes or `copies_`.
-  std::vector<absl::string_view> names_;
+  // Every node's name, one after the other in graph order: node v's is
+  // [name_starts_[v], name_starts_[v + 1]). Plans by name read every name
+  // again long after the import; from the request's bytes that would be a
+  // cache line of them per name (on a large graph, another pass over all of
+  // the request), from here it is a few bytes per name, in order. And the
+  // starts take 4 bytes a node where views took 16.
+  std::vector<char> name_chars_;
+  std::vector<uint32_t> name_starts_;  // loaded nodes + 1 entries
   std::vector<v1::Op> op_;
   std::vector<int64_t> total_bytes_;
   std::vector<int64_t> output_bytes_;

@@ -87,6 +87,21 @@ size_t WriteLengthPrefix(uint32_t size, char* out) {
   return length;
 }
 
+// The size of a serialised node's name when the node starts with it, as
+// serialisers write it (field 1 first), else 0: a cheap sum of the names'
+// sizes, to reserve room for them.
+size_t LeadingNameSize(absl::string_view node) {
+  constexpr char kNameTag = (v1::Node::kNameFieldNumber << 3) | 2;  // length-delimited
+  if (node.size() < 2 || node[0] != kNameTag) return 0;
+  uint64_t size = 0;
+  for (size_t i = 1, shift = 0; i < node.size() && shift < 35; ++i, shift += 7) {
+    const uint8_t byte = static_cast<uint8_t>(node[i]);
+    size |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) return std::min<uint64_t>(size, node.size());
+  }
+  return 0;
+}
+
 }  // namespace
 
 // Prefetches every cache line of a message object (its fields, not what they
@@ -123,7 +138,9 @@ class GraphBuilder {
     // Most graphs read one to two nodes per node: room for 1.5 spares most
     // of the copies of growing a large array.
     result_.input_ids_.reserve(n + n / 2);
-    result_.names_.reserve(n);
+    result_.name_chars_.reserve(name_bytes_estimate_);
+    result_.name_starts_.reserve(n + 1);
+    result_.name_starts_.push_back(0);
     result_.name_index_.Reserve(n);
     first_use_stamp_.assign(n, -1);
     num_nodes_ = n;
@@ -140,6 +157,10 @@ class GraphBuilder {
             NodePath{field_, v}.Str(),
             "the node's bytes do not parse as partplan.v1.Node (truncated or corrupt, or a "
             "string that is not UTF-8)");
+      }
+      if (v == names_overflow_node_) {
+        return InvalidFieldError(NodePath{field_, v}.Str(".name"),
+                                 "the graph's node names add up to more than 4 GiB");
       }
       PARTPLAN_RETURN_IF_ERROR(AddNode(v, hashes.Next(v)));
     }
@@ -189,6 +210,7 @@ class GraphBuilder {
             const std::optional<absl::string_view> in_place =
                 bytes.Contiguous(offset - prefix_size, prefix_size + size, &chunk);
             if (in_place.has_value() && std::memcmp(in_place->data(), prefix, prefix_size) == 0) {
+              name_bytes_estimate_ += LeadingNameSize(in_place->substr(prefix_size));
               result_.node_starts_.push_back(in_place->data());
               return true;
             }
@@ -215,12 +237,9 @@ class GraphBuilder {
 
   // Loads node v into a slot of `loaded_` (called once per node, in order,
   // NameIndex::kLookahead nodes ahead of AddNode): decodes its bytes, or
-  // views its parsed message. Keeps its name; returns it.
+  // views its parsed message. Keeps a copy of its name; returns the copy.
   absl::string_view LoadNode(int64_t v) {
     LoadedNode& node = loaded_[v % kLoadedSlots];
-    // The name is a view into the parsed graph or the bytes, which outlive
-    // the graph, except for a node parsed into the slot's message.
-    bool name_in_slot = false;
     if (const v1::Graph* parsed = result_.parsed_; parsed != nullptr) {
       // A parsed request is read once, so every node is a cache miss at
       // first touch: the message is prefetched a lookahead before its name's
@@ -240,22 +259,29 @@ class GraphBuilder {
       if (!DecodeNode(bytes, &node.fields)) {
         if (node.message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
           ViewNode(node.message, &node.fields);
-          name_in_slot = true;
         } else {
           node.fields.Clear();
           if (unparsed_node_ < 0) unparsed_node_ = static_cast<NodeId>(v);
         }
       }
     }
-    absl::string_view name = node.fields.name;
-    if (name_in_slot && !name.empty()) {
-      std::shared_ptr<char[]> copy(new char[name.size()]);
-      std::memcpy(copy.get(), name.data(), name.size());
-      name = absl::string_view(copy.get(), name.size());
-      result_.copies_.push_back(std::move(copy));
+    return KeepName(v, node.fields.name);
+  }
+
+  // Appends a copy of node v's name to the graph's names (CompactGraph's
+  // name_chars_ says why). Returns the copy, which stays valid until the
+  // next name is kept.
+  absl::string_view KeepName(int64_t v, absl::string_view name) {
+    std::vector<char>& chars = result_.name_chars_;
+    if (name.size() > std::numeric_limits<uint32_t>::max() - chars.size()) {
+      // Recorded, and reported when the node is reached.
+      if (names_overflow_node_ < 0) names_overflow_node_ = static_cast<NodeId>(v);
+      name = absl::string_view();
     }
-    result_.names_.push_back(name);
-    return name;
+    const size_t start = chars.size();
+    chars.insert(chars.end(), name.begin(), name.end());
+    result_.name_starts_.push_back(static_cast<uint32_t>(chars.size()));
+    return absl::string_view(chars.data() + start, name.size());
   }
 
   // `name_hash` is NameIndex::Hash of the node's name.
@@ -589,6 +615,8 @@ class GraphBuilder {
   CompactGraph result_;
   int64_t num_nodes_ = 0;
   LoadedNode loaded_[kLoadedSlots];
+  size_t name_bytes_estimate_ = 0;       // the names' size, where LocateNodes sees it
+  NodeId names_overflow_node_ = -1;      // the first node whose name took the names past 4 GiB
   NodeId unparsed_node_ = -1;            // the first node whose bytes did not parse
   std::vector<NodeId> first_use_stamp_;  // last node that referenced u
   NodeId output_node_ = -1;
@@ -607,12 +635,12 @@ absl::StatusOr<CompactGraph> ImportGraph(const GraphSource& graph, const InputLi
 
 void CompactGraph::AppendNames(absl::Span<const NodeId> ids,
                                google::protobuf::RepeatedPtrField<std::string>* out) const {
-  // Two stages: a name's view kAhead names ahead, its characters half as
+  // Two stages: a name's start kAhead names ahead, its characters half as
   // far.
   constexpr size_t kAhead = NameIndex::kLookahead;
   out->Reserve(out->size() + static_cast<int>(ids.size()));
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (i + kAhead < ids.size()) __builtin_prefetch(&names_[ids[i + kAhead]]);
+    if (i + kAhead < ids.size()) __builtin_prefetch(&name_starts_[ids[i + kAhead]]);
     if (i + kAhead / 2 < ids.size()) __builtin_prefetch(name(ids[i + kAhead / 2]).data());
     const absl::string_view node_name = name(ids[i]);
     out->Add()->assign(node_name.data(), node_name.size());

@@ -222,9 +222,9 @@ absl::Status SerializeResponseWithNames(const CompactGraph& graph,
     return TooLargeError(response_size);
   }
 
-  // A name's characters are in the request's bytes, long out of cache on a
-  // large graph by the time its plan is written: each is prefetched a few
-  // names before it is copied.
+  // A large graph's names are out of cache by the time its plan is written,
+  // and a partition's nodes need not follow graph order: each name is
+  // prefetched a few names before it is copied.
   constexpr int kNameAhead = 16;
   const auto prefetch_name = [&graph](NodeId v) { __builtin_prefetch(graph.name(v).data()); };
 

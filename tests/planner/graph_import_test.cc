@@ -520,6 +520,56 @@ TEST(ImportSerializedGraphTest, ReadsNodesWhoseLengthIsWrittenLong) {
   ExpectSameGraph(*expected, *graph);
 }
 
+TEST(ImportSerializedGraphTest, KeepsNamesWhereverTheNodeHasThem) {
+  // The import copies every name next to the one before it, with room
+  // reserved for the names that lead their node's bytes. Here none leads
+  // (each node's name comes last), one is given twice (protobuf keeps the
+  // last), and one is long enough to outgrow any reservation.
+  const std::string long_name(100000, 'n');
+  const v1::Graph proto = TestGraph()
+                              .Placeholder("x", 10)
+                              .Op(long_name, {"x"}, 20, 20)
+                              .Op("b", {"x", long_name}, 30, 30)
+                              .Op("c", {long_name, "b"}, 40, 40)
+                              .Output({"c"})
+                              .Build();
+  const auto name_field = [](const std::string& name) {
+    v1::Node named;
+    named.set_name(name);
+    return named.SerializeAsString();
+  };
+  v1::Graph reordered;  // built from bytes, so that the fields keep their order
+  std::string bytes;
+  for (int i = 0; i < proto.nodes_size(); ++i) {
+    v1::Node unnamed = proto.nodes(i);
+    unnamed.clear_name();
+    std::string payload = unnamed.SerializeAsString() + name_field(proto.nodes(i).name());
+    if (i == 2) payload = name_field("overwritten") + payload;
+    v1::Graph one_node;
+    one_node.add_nodes();
+    std::string graph_bytes = one_node.SerializeAsString();  // the tag and a zero length
+    ASSERT_EQ(graph_bytes, std::string("\x12\x00", 2));
+    graph_bytes.pop_back();
+    for (size_t size = payload.size();; size >>= 7) {
+      graph_bytes += static_cast<char>((size & 0x7f) | (size >= 0x80 ? 0x80 : 0));
+      if (size < 0x80) break;
+    }
+    bytes += graph_bytes + payload;
+  }
+  ASSERT_TRUE(reordered.ParseFromString(bytes));
+  ASSERT_EQ(reordered.nodes(2).name(), "b");
+  ASSERT_EQ(reordered.SerializeAsString(), proto.SerializeAsString());
+  CancellationToken token;
+  const absl::StatusOr<CompactGraph> expected = ImportGraph(proto, InputLimits(), token);
+  const absl::StatusOr<CompactGraph> graph =
+      ImportGraph(GraphSource::Serialized(bytes), InputLimits(), token);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ExpectSameGraph(*expected, *graph);
+  EXPECT_EQ(graph->name(1), long_name);
+  EXPECT_THAT(graph->inputs(3), ElementsAre(1, 2));
+}
+
 TEST(NodeReaderTest, OwnFieldsOfBytesDecodeNodeLeavesToProtobuf) {
   // The middle node's size_bytes given twice, which protobuf merges (the
   // second's output_bytes, the first's total_bytes): DecodeNode declines
