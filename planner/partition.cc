@@ -46,11 +46,46 @@ void PartitionBuilder::AddNode(NodeId v, int32_t p) {
   partition.nodes.push_back(v);
 }
 
+namespace {
+
+// Sorts the node lists of `partitions` into graph order, all at once: a
+// counting sort by node id, O(N + entries), where sorting each list would
+// be O(entries log entries) (on a 10^6-node graph, the part of size_based's
+// own work that grew faster than the graph). Lists already in order, as
+// most are, are left as they are.
+void SortNodeLists(int32_t num_nodes, std::vector<Partition>* partitions) {
+  std::vector<Partition*> unsorted;
+  for (Partition& partition : *partitions) {
+    if (!std::is_sorted(partition.nodes.begin(), partition.nodes.end())) {
+      unsorted.push_back(&partition);
+    }
+  }
+  if (unsorted.empty()) return;
+  // The unsorted lists inverted: for each node, the lists holding it (once
+  // per time it is listed). offsets[v] counts v's entries, is summed to the
+  // end of v's range, then walks back to its start as they are placed.
+  std::vector<int32_t> offsets(num_nodes + 1, 0);
+  for (const Partition* partition : unsorted) {
+    for (NodeId v : partition->nodes) ++offsets[v];
+  }
+  for (int32_t v = 1; v <= num_nodes; ++v) offsets[v] += offsets[v - 1];
+  std::vector<int32_t> lists(offsets[num_nodes]);
+  for (int32_t i = 0; i < static_cast<int32_t>(unsorted.size()); ++i) {
+    for (NodeId v : unsorted[i]->nodes) lists[--offsets[v]] = i;
+  }
+  for (Partition* partition : unsorted) partition->nodes.clear();
+  for (NodeId v = 0; v < num_nodes; ++v) {
+    for (int32_t k = offsets[v]; k < offsets[v + 1]; ++k) unsorted[lists[k]]->nodes.push_back(v);
+  }
+}
+
+}  // namespace
+
 PartitionSet PartitionBuilder::Finish() && {
   PartitionSet set;
   set.partition_of.assign(graph_.num_nodes(), -1);
+  SortNodeLists(graph_.num_nodes(), &partitions_);
   for (int32_t p = 0; p < num_partitions(); ++p) {
-    std::sort(partitions_[p].nodes.begin(), partitions_[p].nodes.end());
     for (NodeId v : partitions_[p].nodes) {
       if (graph_.is_op_node(v)) set.partition_of[v] = p;
     }
