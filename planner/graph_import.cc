@@ -160,7 +160,7 @@ class GraphBuilder {
       }
       if (v == names_overflow_node_) {
         return InvalidFieldError(NodePath{field_, v}.Str(".name"),
-                                 "the graph's node names add up to more than 4 GiB");
+                                 "the graph's node names add up to 4 GiB or more");
       }
       PARTPLAN_RETURN_IF_ERROR(AddNode(v, hashes.Next(v)));
     }
@@ -175,8 +175,9 @@ class GraphBuilder {
   std::string NodesField() const { return absl::StrCat(field_, ".nodes"); }
 
   // Finds the nodes: in a parsed graph, its node list; in a serialised one,
-  // each node's bytes, by a scan of the graph's fields that reads no node.
-  // The fields other than nodes (name, modules) are parsed as the graph's
+  // each node's bytes, by a scan of the graph's fields that reads no node
+  // past its first field (for the size of its name, LeadingNameSize). The
+  // fields other than nodes (name, modules) are parsed as the graph's
   // header. Returns the number of nodes (of which at most --max_nodes are
   // located).
   absl::StatusOr<int64_t> LocateNodes() {
