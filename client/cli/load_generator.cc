@@ -23,7 +23,6 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "grpcpp/support/slice.h"
 
 namespace partplan {
 namespace cli {
@@ -62,21 +61,6 @@ std::string FormatMilliseconds(absl::Duration duration) {
   return absl::StrFormat("%.3f ms", absl::ToDoubleMilliseconds(duration));
 }
 
-// A ClientContext as CallPlanner sets it up: deadline, request id, token.
-void SetUpContext(const ConnectionOptions& connection,
-                  grpc::ClientContext* context) {
-  if (connection.deadline != absl::InfiniteDuration()) {
-    context->set_deadline(
-        absl::ToChronoTime(absl::Now() + connection.deadline));
-  }
-  if (!connection.request_id.empty()) {
-    context->AddMetadata("x-request-id", connection.request_id);
-  }
-  if (!connection.token.empty()) {
-    context->AddMetadata("authorization", "Bearer " + connection.token);
-  }
-}
-
 // Sends pre-serialised requests and waits for each answer, unparsed.
 class RawCaller {
  public:
@@ -89,7 +73,7 @@ class RawCaller {
 
   grpc::Status Call() {
     grpc::ClientContext context;
-    SetUpContext(connection_, &context);
+    SetUpCallContext(connection_, &context);
     grpc::ByteBuffer response;
     grpc::Status result;
     absl::Notification done;
@@ -246,10 +230,11 @@ grpc::Status RunLoad(std::shared_ptr<grpc::ChannelInterface> channel,
                      const LoadOptions& options, LoadReport* report) {
   *report = LoadReport();
   report->method = method.name();
-  const std::string serialized = request.SerializeAsString();
-  report->request_bytes = static_cast<int64_t>(serialized.size());
-  grpc::Slice slice(serialized);
-  const grpc::ByteBuffer buffer(&slice, 1);
+  grpc::ByteBuffer buffer;
+  if (grpc::Status serialized = SerializeToByteBuffer(request, &buffer); !serialized.ok()) {
+    return serialized;
+  }
+  report->request_bytes = static_cast<int64_t>(buffer.Length());
   const std::string path =
       absl::StrCat("/", method.service()->full_name(), "/", method.name());
 

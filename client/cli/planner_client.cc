@@ -1,5 +1,7 @@
 #include "client/cli/planner_client.h"
 
+#include <climits>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -10,26 +12,19 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
-// SerializationTraits for protobuf messages, which the generic stub uses.
-#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/support/slice.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "partplan/v1/planner_service.pb.h"
 
 namespace partplan {
 namespace cli {
-namespace {
-
-// A generic stub that (de)serialises through the protobuf base class, so one
-// stub carries every request and response type.
-using MessageStub = grpc::TemplatedGenericStub<google::protobuf::Message,
-                                               google::protobuf::Message>;
-
-}  // namespace
 
 const google::protobuf::ServiceDescriptor& PlannerService() {
   // Reaching the service through a message of its file also makes sure the
@@ -84,6 +79,33 @@ std::shared_ptr<grpc::Channel> ConnectToPlanner(
                                    arguments);
 }
 
+void SetUpCallContext(const ConnectionOptions& options, grpc::ClientContext* context) {
+  if (options.deadline != absl::InfiniteDuration()) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + options.deadline));
+  }
+  if (!options.request_id.empty()) {
+    context->AddMetadata("x-request-id", options.request_id);
+  }
+  if (!options.token.empty()) {
+    context->AddMetadata("authorization", "Bearer " + options.token);
+  }
+}
+
+grpc::Status SerializeToByteBuffer(const google::protobuf::MessageLite& message,
+                                   grpc::ByteBuffer* buffer) {
+  const size_t size = message.ByteSizeLong();
+  if (size > static_cast<size_t>(INT_MAX)) {
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        absl::StrCat("a ", message.GetTypeName(), " of ", size,
+                                     " bytes serialised; protobuf writes at most 2 GiB"));
+  }
+  grpc::Slice slice(grpc_slice_malloc(size), grpc::Slice::STEAL_REF);
+  // The sizes just computed are cached in the message and its parts.
+  message.SerializeWithCachedSizesToArray(const_cast<uint8_t*>(slice.begin()));
+  *buffer = grpc::ByteBuffer(&slice, 1);
+  return grpc::Status::OK;
+}
+
 grpc::Status CallPlanner(std::shared_ptr<grpc::ChannelInterface> channel,
                          const google::protobuf::MethodDescriptor& method,
                          const google::protobuf::Message& request,
@@ -100,28 +122,33 @@ grpc::Status CallPlanner(std::shared_ptr<grpc::ChannelInterface> channel,
                      request.GetDescriptor()->full_name(), " and ",
                      response->GetDescriptor()->full_name()));
   }
+  grpc::ByteBuffer request_bytes;
+  if (grpc::Status serialized = SerializeToByteBuffer(request, &request_bytes); !serialized.ok()) {
+    return serialized;
+  }
   grpc::ClientContext context;
-  if (options.deadline != absl::InfiniteDuration()) {
-    context.set_deadline(absl::ToChronoTime(absl::Now() + options.deadline));
-  }
-  if (!options.request_id.empty()) {
-    context.AddMetadata("x-request-id", options.request_id);
-  }
-  if (!options.token.empty()) {
-    context.AddMetadata("authorization", "Bearer " + options.token);
-  }
+  SetUpCallContext(options, &context);
   const std::string path =
       absl::StrCat("/", method.service()->full_name(), "/", method.name());
 
-  MessageStub stub(std::move(channel));
+  grpc::GenericStub stub(std::move(channel));
+  grpc::ByteBuffer response_bytes;
   grpc::Status result;
   absl::Notification done;
-  stub.UnaryCall(&context, path, grpc::StubOptions(), &request, response,
+  stub.UnaryCall(&context, path, grpc::StubOptions(), &request_bytes, &response_bytes,
                  [&result, &done](grpc::Status status) {
                    result = std::move(status);
                    done.Notify();
                  });
   done.WaitForNotification();
+  if (!result.ok()) return result;
+  grpc::ProtoBufferReader reader(&response_bytes);
+  if (!response->ParseFromZeroCopyStream(&reader)) {
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        absl::StrCat("the response of ", method.full_name(),
+                                     " does not parse as ",
+                                     method.output_type()->full_name()));
+  }
   return result;
 }
 
