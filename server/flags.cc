@@ -39,6 +39,10 @@ ABSL_FLAG(int32_t, queue_depth, 64,
 ABSL_FLAG(int64_t, plan_cache_bytes, 64 << 20,
           "Bytes of plans kept to answer a repeated identical request without planning "
           "(least recently used first out); 0 disables the cache.");
+ABSL_FLAG(int64_t, retained_heap_bytes, partplan::kDefaultRetainedHeapBytes,
+          "Freed memory each malloc arena keeps for later calls instead of returning it to the "
+          "kernel, so that large calls do not fault their memory in afresh; 0: glibc's "
+          "defaults. At most 2147483647.");
 ABSL_FLAG(int32_t, max_receive_message_bytes, 256 << 20,
           "Largest request accepted, in bytes (positive; never unlimited).");
 ABSL_FLAG(double, max_call_seconds, 300,
@@ -135,6 +139,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   options.planner_threads = absl::GetFlag(FLAGS_planner_threads);
   options.queue_depth = absl::GetFlag(FLAGS_queue_depth);
   options.plan_cache_bytes = absl::GetFlag(FLAGS_plan_cache_bytes);
+  options.retained_heap_bytes = absl::GetFlag(FLAGS_retained_heap_bytes);
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   const double drain_seconds = absl::GetFlag(FLAGS_drain_deadline_seconds);
   // Also rejects NaN.

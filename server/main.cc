@@ -4,6 +4,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/flags.h"
+#include "server/heap_policy.h"
 #include "server/logging.h"
 #include "server/server.h"
 #include "server/termination_signals.h"
@@ -17,6 +18,11 @@ int main(int argc, char** argv) {
   if (!options.ok()) {
     partplan::LogError("bad flags", {{"error", options.status().message()}});
     return 2;
+  }
+  // Before the server's threads start: each takes a malloc arena.
+  if (absl::Status heap = partplan::RetainFreedHeap(options->retained_heap_bytes); !heap.ok()) {
+    partplan::LogError("cannot set the heap policy", {{"error", heap.message()}});
+    return 1;
   }
   absl::StatusOr<std::unique_ptr<partplan::PlannerServer>> server =
       partplan::PlannerServer::Start(*options);

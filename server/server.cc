@@ -60,6 +60,9 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "plan cache size must not be negative, got ", options.plan_cache_bytes));
   }
+  if (absl::Status heap = CheckRetainedHeapBytes(options.retained_heap_bytes); !heap.ok()) {
+    return heap;
+  }
   if (options.queue_depth < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("queue depth must not be negative, got ", options.queue_depth));

@@ -35,9 +35,10 @@
 #include "server/auth.h"
 #include "server/bounded_thread_pool.h"
 #include "server/credentials.h"
+#include "server/heap_policy.h"
 #include "server/metrics.h"
-#include "server/planner_backend.h"
 #include "server/plan_cache.h"
+#include "server/planner_backend.h"
 #include "server/planner_service.h"
 
 namespace partplan {
@@ -73,6 +74,11 @@ struct ServerOptions {
   InputLimits limits;
   // Bytes of plans kept to answer repeated requests; 0 disables the cache.
   int64_t plan_cache_bytes = 64 << 20;
+  // Freed memory each malloc arena keeps for later calls instead of handing
+  // it back to the kernel (server/heap_policy.h); 0 leaves glibc's defaults.
+  // Process-wide, so main() applies it (RetainFreedHeap) before Start;
+  // Start only checks it.
+  int64_t retained_heap_bytes = kDefaultRetainedHeapBytes;
   // Connections older than this get a GOAWAY (calls in flight finish), so
   // clients re-resolve and spread over new pods; zero: no limit.
   absl::Duration max_connection_age = absl::ZeroDuration();

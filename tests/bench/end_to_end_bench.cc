@@ -294,5 +294,3 @@ BENCHMARK(BM_PartitionGraphEndToEndCached)->Arg(100)->Arg(100000)
 
 }  // namespace
 }  // namespace partplan
-
-BENCHMARK_MAIN();

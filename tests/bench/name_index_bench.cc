@@ -95,5 +95,3 @@ BENCHMARK(BM_NamePass)->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::k
 
 }  // namespace
 }  // namespace partplan
-
-BENCHMARK_MAIN();

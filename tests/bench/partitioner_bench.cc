@@ -304,14 +304,7 @@ void RegisterAll() {
   }
 }
 
+const bool kRegistered = (RegisterAll(), true);
+
 }  // namespace
 }  // namespace partplan
-
-int main(int argc, char** argv) {
-  partplan::RegisterAll();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}

@@ -31,6 +31,7 @@ TEST(FlagsTest, DefaultsDescribeTheDocumentedServer) {
   EXPECT_GE(options->planner_threads, 1);
   EXPECT_EQ(options->queue_depth, 64);
   EXPECT_EQ(options->max_receive_message_bytes, 256 << 20);
+  EXPECT_EQ(options->retained_heap_bytes, 256 << 20);
   EXPECT_EQ(options->drain_deadline, absl::Seconds(20));
   EXPECT_EQ(options->limits.max_nodes, InputLimits().max_nodes);
   EXPECT_EQ(LogFormatFromFlags(), LogFormat::kText);
@@ -73,7 +74,9 @@ TEST(FlagsTest, OutOfRangeValuesAreRejected) {
                                                         {"queue_depth", "-1"},
                                                         {"max_receive_message_bytes", "-1"},
                                                         {"drain_deadline_seconds", "-1"},
-                                                        {"max_nodes", "0"}}) {
+                                                        {"max_nodes", "0"},
+                                                        {"retained_heap_bytes", "-1"},
+                                                        {"retained_heap_bytes", "2147483648"}}) {
     absl::FlagSaver inner_saver;
     std::string error;
     ASSERT_TRUE(absl::FindCommandLineFlag(name)->ParseFrom(value, &error)) << name << error;

@@ -209,5 +209,3 @@ PARTPLAN_PIPELINE_BENCHMARK(BM_Request, fairscale_8, Shape::kResidual, FAIRSCALE
 
 }  // namespace
 }  // namespace partplan
-
-BENCHMARK_MAIN();

@@ -1,0 +1,45 @@
+// How much memory freed by finished calls the process keeps for the next
+// ones, instead of handing it back to the kernel.
+//
+// glibc's malloc serves a block larger than its mmap threshold (128 KiB at
+// first, rising to at most 32 MiB as such blocks are freed) with a mapping
+// of its own, unmapped when freed, and gives the free top of a heap back to
+// the kernel once it exceeds the trim threshold (twice the mmap threshold).
+// A 10^6-node call allocates about 130 MB of arrays and frees them at its
+// end, so every such call had the kernel map, zero and fault in its memory
+// again: 4 to 7% of the call's time, and almost none of a 10^5-node call's,
+// which made large graphs cost more per node than small ones
+// (docs/performance.md). RetainFreedHeap fixes the mmap threshold at 32 MiB,
+// so that blocks up to that size come from the heaps, and raises the trim
+// threshold to `bytes`, so that each malloc arena keeps up to that much free
+// memory for reuse. What an arena keeps was in use by a call before, so the
+// process's memory never exceeds what its busiest moment needed; it just
+// does not shrink below that.
+//
+// Process-wide: call it from main() before the server starts.
+//
+//   if (absl::Status s = partplan::RetainFreedHeap(256 << 20); !s.ok()) ...
+#ifndef PARTPLAN_SERVER_HEAP_POLICY_H_
+#define PARTPLAN_SERVER_HEAP_POLICY_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace partplan {
+
+// The server's default: room for a few 10^6-node calls' memory.
+inline constexpr int64_t kDefaultRetainedHeapBytes = int64_t{256} << 20;
+
+// OK, or INVALID_ARGUMENT when `bytes` is negative or 2 GiB or more (glibc's
+// setting is an int).
+absl::Status CheckRetainedHeapBytes(int64_t bytes);
+
+// Keeps up to `bytes` of freed memory per malloc arena; 0 leaves glibc's
+// defaults alone. CheckRetainedHeapBytes' error for a bad `bytes`; INTERNAL
+// if glibc refuses the setting.
+absl::Status RetainFreedHeap(int64_t bytes);
+
+}  // namespace partplan
+
+#endif  // PARTPLAN_SERVER_HEAP_POLICY_H_
