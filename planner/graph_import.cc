@@ -124,6 +124,7 @@ class GraphBuilder {
 
   absl::StatusOr<CompactGraph> Build() {
     PARTPLAN_ASSIGN_OR_RETURN(const int64_t n, LocateNodes());
+    if (int64_t* count_out = source_.node_count_out(); count_out != nullptr) *count_out = n;
     if (n == 0) return InvalidFieldError(NodesField(), "the graph has no nodes");
     if (n > limits_.max_nodes) {
       return InvalidFieldError(

@@ -27,6 +27,7 @@
 #ifndef PARTPLAN_PLANNER_GRAPH_IMPORT_H_
 #define PARTPLAN_PLANNER_GRAPH_IMPORT_H_
 
+#include <cstdint>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -54,11 +55,19 @@ class GraphSource {
   // The serialised graph's bytes (empty for a parsed one).
   const ChunkedBytes& serialized() const { return serialized_; }
 
+  // Where ImportGraph writes how many nodes the graph holds, once it has
+  // found them and before it checks them; null (the default): nowhere. For
+  // a caller that reports the size of what it was sent (the server's metrics
+  // and logs) without reading a large graph's bytes once more for it.
+  void set_node_count_out(int64_t* count) { node_count_out_ = count; }
+  int64_t* node_count_out() const { return node_count_out_; }
+
  private:
   explicit GraphSource(ChunkedBytes bytes) : serialized_(std::move(bytes)) {}
 
   const v1::Graph* parsed_ = nullptr;
   ChunkedBytes serialized_;
+  int64_t* node_count_out_ = nullptr;
 };
 
 // `field` is the request's path to `graph`, used as the prefix of error

@@ -325,19 +325,23 @@ absl::Status PlannerService::Answer(PlannerRpc rpc, BackendMethod<Request, Respo
                        " (truncated, corrupt, or another message)"));
     }
   }
-  const GraphSource graph = graph_bytes.has_value() ? GraphSource::Serialized(*graph_bytes)
-                                                    : GraphSource(parsed->graph());
-  const int64_t nodes =
-      graph_bytes.has_value() ? CountSerializedNodes(*graph_bytes) : parsed->graph().nodes_size();
-  call.SetRequestSize(static_cast<int>(std::min<int64_t>(nodes, std::numeric_limits<int>::max())),
-                      DeviceCount(*parsed));
+  GraphSource graph = graph_bytes.has_value() ? GraphSource::Serialized(*graph_bytes)
+                                              : GraphSource(parsed->graph());
+  // The planner's import counts the nodes as it finds them; a call that
+  // fails before its graph is imported has them counted here.
+  int64_t nodes = -1;
+  graph.set_node_count_out(&nodes);
   // A miss is counted once the request parses: bytes that are not a
   // request were never going to be found.
   if (key.has_value()) metrics_.plan_cache_misses().Increment();
-  if (absl::Status planning = PlanAndSerialize(plan, *parsed, graph, call, response);
-      !planning.ok()) {
-    return planning;
+  const absl::Status planning = PlanAndSerialize(plan, *parsed, graph, call, response);
+  if (nodes < 0) {
+    nodes =
+        graph_bytes.has_value() ? CountSerializedNodes(*graph_bytes) : parsed->graph().nodes_size();
   }
+  call.SetRequestSize(static_cast<int>(std::min<int64_t>(nodes, std::numeric_limits<int>::max())),
+                      DeviceCount(*parsed));
+  if (!planning.ok()) return planning;
   if (key.has_value()) {
     plan_cache_->Insert(*key, {*response, call.nodes(), call.devices()});
     metrics_.plan_cache_bytes().Set(static_cast<double>(plan_cache_->bytes()));

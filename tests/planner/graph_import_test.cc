@@ -3,6 +3,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -469,6 +470,34 @@ TEST(ImportSerializedGraphTest, CountsNodesBeyondTheLimitWithoutKeepingThem) {
   CancellationToken token;
   const absl::Status status = ImportGraph(GraphSource::Serialized(bytes), limits, token).status();
   EXPECT_THAT(std::string(status.message()), HasSubstr("the graph has 55 nodes"));
+}
+
+// The count is written once the nodes are found, whether or not they then
+// pass the checks, from either source; bytes that are not a graph leave it.
+TEST(ImportGraphTest, WritesTheNodeCountWhereTheSourceSays) {
+  v1::Graph valid = Diamond();
+  v1::Graph invalid = Diamond();
+  invalid.mutable_nodes(2)->set_name(invalid.nodes(1).name());
+  const std::string valid_bytes = valid.SerializeAsString();
+  const std::string invalid_bytes = invalid.SerializeAsString();
+  CancellationToken token;
+  for (const auto& [graph, ok] :
+       std::vector<std::pair<GraphSource, bool>>{{GraphSource(valid), true},
+                                                 {GraphSource::Serialized(valid_bytes), true},
+                                                 {GraphSource(invalid), false},
+                                                 {GraphSource::Serialized(invalid_bytes), false}}) {
+    GraphSource source = graph;
+    int64_t count = -1;
+    source.set_node_count_out(&count);
+    EXPECT_EQ(ImportGraph(source, InputLimits(), token).ok(), ok);
+    EXPECT_EQ(count, valid.nodes_size()) << (source.parsed() != nullptr ? "parsed" : "serialized");
+  }
+  int64_t count = -1;
+  GraphSource truncated =
+      GraphSource::Serialized(absl::string_view(valid_bytes).substr(0, valid_bytes.size() - 1));
+  truncated.set_node_count_out(&count);
+  EXPECT_FALSE(ImportGraph(truncated, InputLimits(), token).ok());
+  EXPECT_EQ(count, -1);
 }
 
 TEST(ImportGraphTest, KeepsLatenciesAndFlopsOnlyWhenSomeNodeHasThem) {
