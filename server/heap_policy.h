@@ -36,8 +36,10 @@ inline constexpr int64_t kDefaultRetainedHeapBytes = int64_t{256} << 20;
 absl::Status CheckRetainedHeapBytes(int64_t bytes);
 
 // Keeps up to `bytes` of freed memory per malloc arena; 0 leaves glibc's
-// defaults alone. CheckRetainedHeapBytes' error for a bad `bytes`; INTERNAL
-// if glibc refuses the setting.
+// defaults alone. CheckRetainedHeapBytes' error for a bad `bytes`;
+// UNIMPLEMENTED when the process's allocator takes no such setting (a
+// sanitizer's allocator, which replaces glibc's malloc): the process then
+// runs with that allocator's own policy, which is no reason to stop it.
 absl::Status RetainFreedHeap(int64_t bytes);
 
 }  // namespace partplan

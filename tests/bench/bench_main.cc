@@ -11,8 +11,7 @@
 int main(int argc, char** argv) {
   if (absl::Status heap = partplan::RetainFreedHeap(partplan::kDefaultRetainedHeapBytes);
       !heap.ok()) {
-    std::cerr << heap << "\n";
-    return 1;
+    std::cerr << "warning: not as in the server: " << heap << "\n";
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
