@@ -10,13 +10,25 @@
 // again: 4 to 7% of the call's time, and almost none of a 10^5-node call's,
 // which made large graphs cost more per node than small ones
 // (docs/performance.md). RetainFreedHeap fixes the mmap threshold at 32 MiB,
-// so that blocks up to that size come from the heaps, and raises the trim
-// threshold to `bytes`, so that each malloc arena keeps up to that much free
-// memory for reuse. What an arena keeps was in use by a call before, so the
-// process's memory never exceeds what its busiest moment needed; it just
-// does not shrink below that.
+// where glibc's own adaptive threshold stops rising, so that blocks up to
+// that size come from the heaps; raises the trim threshold to `bytes`, so
+// that the main arena keeps up to that much free memory at its top; and
+// sets the top pad to `bytes`, without which a thread's arena unmaps each of
+// its 64 MiB heaps as soon as it is wholly free (the planner runs on
+// threads). With `bytes` of 64 MiB or more, a thread's arena keeps every
+// heap it has grown to.
 //
-// Process-wide: call it from main() before the server starts.
+// The cost: each arena keeps about what its threads last needed at once, so
+// a warm process holds up to the sum of its arenas' peaks; with several
+// planner threads that can be more than was ever in use at one time, though
+// not more than all of them busy at once may take, which the server's
+// admission control bounds (README, "Limits"; docs/performance.md,
+// "Memory").
+//
+// Settings of glibc's malloc, for the whole process: call it from main()
+// before other threads start. Only a refusal is detected: an allocator put
+// in glibc's place (jemalloc preloaded, ThreadSanitizer's) that leaves
+// glibc's mallopt answering goes unnoticed, and keeps its own policy.
 //
 //   if (absl::Status s = partplan::RetainFreedHeap(256 << 20); !s.ok()) ...
 #ifndef PARTPLAN_SERVER_HEAP_POLICY_H_

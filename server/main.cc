@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
     partplan::LogError("bad flags", {{"error", options.status().message()}});
     return 2;
   }
-  // Before the server's threads start: each takes a malloc arena.
+  // glibc's malloc settings, for the whole process, set before other threads
+  // start allocating.
   if (absl::Status heap = partplan::RetainFreedHeap(options->retained_heap_bytes); !heap.ok()) {
     // The options were checked: only an allocator other than glibc's gets here.
     partplan::LogWarning("freed memory is not retained", {{"error", heap.message()}});
