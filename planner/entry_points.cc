@@ -175,7 +175,9 @@ absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
     }
     parsed = graph_message;
   }
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(*parsed, limits, token));
+  GraphSource parsed_source(*parsed);
+  parsed_source.set_node_count_out(graph_source.node_count_out());
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(parsed_source, limits, token));
   // The planner imports the inventory itself; hold it to the server's
   // limits (--max_devices) first.
   PARTPLAN_RETURN_IF_ERROR(ImportDevices(request.devices(), limits).status());

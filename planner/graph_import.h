@@ -58,7 +58,8 @@ class GraphSource {
   // Where ImportGraph writes how many nodes the graph holds, once it has
   // found them and before it checks them; null (the default): nowhere. For
   // a caller that reports the size of what it was sent (the server's metrics
-  // and logs) without reading a large graph's bytes once more for it.
+  // and logs) without reading a large graph's bytes once more for it. The
+  // count must outlive every ImportGraph call made with this source.
   void set_node_count_out(int64_t* count) { node_count_out_ = count; }
   int64_t* node_count_out() const { return node_count_out_; }
 

@@ -128,7 +128,8 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
   void SetRequestSize(int nodes, int devices) {
     nodes_ = nodes;
     devices_ = devices;
-    metrics_.graph_nodes().Observe(nodes_);
+    // -1: a graph whose bytes do not scan, counted by nobody.
+    if (nodes_ >= 0) metrics_.graph_nodes().Observe(nodes_);
   }
   int nodes() const { return nodes_; }
   int devices() const { return devices_; }

@@ -142,8 +142,12 @@ grpc::Status CallPlanner(std::shared_ptr<grpc::ChannelInterface> channel,
                  });
   done.WaitForNotification();
   if (!result.ok()) return result;
+  if (!response_bytes.Valid()) {
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        absl::StrCat(method.full_name(), " ended OK without a response message"));
+  }
   grpc::ProtoBufferReader reader(&response_bytes);
-  if (!response->ParseFromZeroCopyStream(&reader)) {
+  if (!reader.status().ok() || !response->ParseFromZeroCopyStream(&reader)) {
     return grpc::Status(grpc::StatusCode::INTERNAL,
                         absl::StrCat("the response of ", method.full_name(),
                                      " does not parse as ",

@@ -100,7 +100,7 @@ grpc::Status SerializeToByteBuffer(const google::protobuf::MessageLite& message,
 // call, when the messages are not of the method's types. The request is
 // serialised by SerializeToByteBuffer, and the response parsed into
 // `*response` as it is (on its arena, if it has one); INTERNAL when the
-// response does not parse.
+// response does not parse, or a call ends OK without one.
 grpc::Status CallPlanner(std::shared_ptr<grpc::ChannelInterface> channel,
                          const google::protobuf::MethodDescriptor& method,
                          const google::protobuf::Message& request,

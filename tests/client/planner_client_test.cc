@@ -26,9 +26,11 @@ std::string Contents(const grpc::ByteBuffer& buffer) {
   return bytes;
 }
 
+// Over 1 MiB, which gRPC's own serialisation would write in 1 MiB slices.
 TEST(SerializeToByteBufferTest, WritesWhatProtobufWritesInOneSlice) {
+  constexpr int kNodes = 40000;
   v1::PartitionGraphRequest request;
-  for (int i = 0; i < 1000; ++i) {
+  for (int i = 0; i < kNodes; ++i) {
     v1::Node* node = request.mutable_graph()->add_nodes();
     node->set_name("node_" + std::to_string(i));
     node->set_op(v1::CALL_FUNCTION);
@@ -45,11 +47,12 @@ TEST(SerializeToByteBufferTest, WritesWhatProtobufWritesInOneSlice) {
   ASSERT_TRUE(buffer.Dump(&slices).ok());
   EXPECT_EQ(slices.size(), 1u);
   const std::string bytes = Contents(buffer);
+  EXPECT_GT(bytes.size(), size_t{1} << 20);
   EXPECT_EQ(bytes, request.SerializeAsString());
   v1::PartitionGraphRequest parsed;
   ASSERT_TRUE(parsed.ParseFromString(bytes));
-  EXPECT_EQ(parsed.graph().nodes_size(), 1000);
-  EXPECT_EQ(parsed.graph().nodes(999).args(0).node(), "node_998");
+  EXPECT_EQ(parsed.graph().nodes_size(), kNodes);
+  EXPECT_EQ(parsed.graph().nodes(kNodes - 1).args(0).node(), "node_" + std::to_string(kNodes - 2));
 }
 
 TEST(SerializeToByteBufferTest, AnEmptyMessageIsNoBytes) {
