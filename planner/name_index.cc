@@ -13,6 +13,7 @@ void NameIndex::Reserve(int64_t capacity) {
   if (slots <= slots_.size()) return;
   slots_.assign(slots, 0);
   mask_ = slots - 1;
+  id_bits_ = std::max(id_bits_, __builtin_ctzll(slots));
 }
 
 }  // namespace partplan

@@ -1,13 +1,18 @@
 // NameIndex: node name -> NodeId for a graph of up to 2^31 nodes, compact
 // enough to stay in cache where a general hash map would not.
 //
-// The index holds no strings: each slot is 8 bytes, 32 bits of the name's
-// hash beside the node id, and a candidate's name is read from the caller's
-// `names` (any random-access container of string-like values, indexed by
-// NodeId) only when those 32 bits match. Slots are at most half full, so a
-// 10^6-node graph takes 16 MiB where absl::flat_hash_map<string_view,
-// NodeId> took 48 MiB; that difference is most of why import time grew by
-// more than the node count (tests/bench:name_index_bench).
+// The index holds no strings: each slot is 4 bytes, the node id in its low
+// bits (as many as the table has slots for: 21 for up to 2^20 names) and as
+// many bits of the name's hash as are left above them, and a candidate's
+// name is read from the caller's `names` (any random-access container of
+// string-like values, indexed by NodeId) only when those bits match. Slots
+// are at most half full, so a 10^6-node graph takes 8 MiB, where 8-byte
+// slots took 16 MiB and absl::flat_hash_map<string_view, NodeId> 48 MiB: at
+// 10^6 nodes the index no longer stays in cache, and its size is most of
+// why import time grows by more than the node count
+// (tests/bench:name_index_bench; docs/performance.md). An id too large for
+// the bits the table gives ids widens them for every slot, at the cost of
+// hash bits.
 //
 // Inserting or looking up a sequence of names in order can prefetch each
 // slot a few names ahead, since the names to come are known (HashAhead):
@@ -22,6 +27,8 @@
 #ifndef PARTPLAN_PLANNER_NAME_INDEX_H_
 #define PARTPLAN_PLANNER_NAME_INDEX_H_
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -58,15 +65,18 @@ class NameIndex {
   template <typename Names>
   int32_t Insert(const Names& names, int32_t id, uint64_t hash) {
     if (2 * (size_ + 1) > static_cast<int64_t>(slots_.size())) Grow(names);
+    if (BitsFor(id) > id_bits_) Rebuild(names, slots_.size(), BitsFor(id));
     const absl::string_view name = names[id];
     for (uint64_t i = hash & mask_;; i = (i + 1) & mask_) {
-      const uint64_t slot = slots_[i];
+      const uint32_t slot = slots_[i];
       if (slot == 0) {
         slots_[i] = MakeSlot(hash, id);
         ++size_;
         return -1;
       }
-      if (Tag(slot) == Tag(hash) && absl::string_view(names[Id(slot)]) == name) return Id(slot);
+      if (SlotTag(slot) == HashTag(hash) && absl::string_view(names[Id(slot)]) == name) {
+        return Id(slot);
+      }
     }
   }
 
@@ -75,9 +85,11 @@ class NameIndex {
   int32_t Find(const Names& names, absl::string_view name, uint64_t hash) const {
     if (slots_.empty()) return -1;
     for (uint64_t i = hash & mask_;; i = (i + 1) & mask_) {
-      const uint64_t slot = slots_[i];
+      const uint32_t slot = slots_[i];
       if (slot == 0) return -1;
-      if (Tag(slot) == Tag(hash) && absl::string_view(names[Id(slot)]) == name) return Id(slot);
+      if (SlotTag(slot) == HashTag(hash) && absl::string_view(names[Id(slot)]) == name) {
+        return Id(slot);
+      }
     }
   }
   template <typename Names>
@@ -88,33 +100,58 @@ class NameIndex {
   int64_t size() const { return size_; }
 
  private:
-  // A slot: the hash's high 32 bits, then id + 1 (so that 0 means empty).
-  static uint64_t MakeSlot(uint64_t hash, int32_t id) {
-    return (hash & 0xffffffff00000000ULL) | static_cast<uint64_t>(static_cast<uint32_t>(id) + 1);
+  // A slot: the hash's top 32 - id_bits_ bits, then id + 1 in the low
+  // id_bits_ bits (so that 0 means empty).
+  uint32_t MakeSlot(uint64_t hash, int32_t id) const {
+    return static_cast<uint32_t>((uint64_t{HashTag(hash)} << id_bits_) |
+                                 (static_cast<uint64_t>(id) + 1));
   }
-  static uint32_t Tag(uint64_t slot_or_hash) { return static_cast<uint32_t>(slot_or_hash >> 32); }
-  static int32_t Id(uint64_t slot) { return static_cast<int32_t>(static_cast<uint32_t>(slot) - 1); }
+  uint32_t HashTag(uint64_t hash) const {
+    return static_cast<uint32_t>(id_bits_ >= 32 ? 0 : hash >> (32 + id_bits_));
+  }
+  uint32_t SlotTag(uint32_t slot) const {
+    return static_cast<uint32_t>(uint64_t{slot} >> id_bits_);
+  }
+  int32_t Id(uint32_t slot) const {
+    return static_cast<int32_t>((uint64_t{slot} & ((uint64_t{1} << id_bits_) - 1)) - 1);
+  }
+  // The bits id + 1 needs.
+  static int BitsFor(int32_t id) {
+    return 64 - __builtin_clzll(static_cast<uint64_t>(static_cast<uint32_t>(id)) + 1);
+  }
 
   // Doubles the table, rehashing every indexed name.
   template <typename Names>
   void Grow(const Names& names) {
-    std::vector<uint64_t> old;
+    Rebuild(names, std::max<size_t>(2 * slots_.size(), 16), id_bits_);
+  }
+
+  // Lays the indexed names out again in `slots` slots (a power of two, more
+  // than twice the names), with ids in at least `id_bits` bits.
+  template <typename Names>
+  void Rebuild(const Names& names, size_t slots, int id_bits) {
+    std::vector<uint32_t> old;
     old.swap(slots_);
-    const int64_t size = size_;
-    size_ = 0;
-    Reserve(2 * size + 2);
-    size_ = size;
-    for (uint64_t slot : old) {
-      if (slot == 0) continue;
-      const uint64_t hash = Hash(names[Id(slot)]);
+    std::vector<int32_t> ids;
+    ids.reserve(static_cast<size_t>(size_));
+    for (uint32_t slot : old) {
+      if (slot != 0) ids.push_back(Id(slot));
+    }
+    std::vector<uint32_t>().swap(old);
+    slots_.assign(slots, 0);
+    mask_ = slots - 1;
+    id_bits_ = std::max(id_bits, __builtin_ctzll(slots));
+    for (int32_t id : ids) {
+      const uint64_t hash = Hash(names[id]);
       uint64_t i = hash & mask_;
       while (slots_[i] != 0) i = (i + 1) & mask_;
-      slots_[i] = MakeSlot(hash, Id(slot));
+      slots_[i] = MakeSlot(hash, id);
     }
   }
 
-  std::vector<uint64_t> slots_;
+  std::vector<uint32_t> slots_;
   uint64_t mask_ = 0;
+  int id_bits_ = 0;  // at least log2(slots); ids in the low bits
   int64_t size_ = 0;
 };
 

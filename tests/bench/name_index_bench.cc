@@ -11,7 +11,7 @@
 //   slots, 2^17 of them) nearly fits this machine's 2 MiB L2; at 10^6 (48 MiB)
 //   every insert at a random slot is a cache miss, so time per node rises
 //   although the work per node is the same.
-// - BM_NameIndex: planner/name_index.h as graph_import uses it, 8-byte slots
+// - BM_NameIndex: planner/name_index.h as graph_import uses it, 4-byte slots
 //   and each insert's slot prefetched NameIndex::kLookahead names ahead.
 #include <cstdint>
 #include <string>

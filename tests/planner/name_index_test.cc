@@ -1,5 +1,8 @@
 #include "planner/name_index.h"
 
+#include <climits>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -76,6 +79,34 @@ TEST(NameIndexTest, CollidingSlotsAreToldApartByName) {
   for (int i = 0; i < 20000; ++i) {
     EXPECT_EQ(index.Find(names, names[i]), i % 7 == 0 ? i : -1) << names[i];
   }
+}
+
+// Names of a few ids far apart, up to the largest NodeId.
+struct SparseNames {
+  const std::string& operator[](int32_t id) const { return by_id.at(id); }
+  std::map<int32_t, std::string> by_id;
+};
+
+// A slot keeps an id in as many low bits as the table's size needs; a larger
+// id widens them for every slot already filled, which must stay findable.
+TEST(NameIndexTest, IdsLargerThanTheTableWidenTheirBits) {
+  SparseNames names;
+  const std::vector<int32_t> ids = {0, 3, 17, 1 << 12, 1 << 20, (1 << 30) + 5, INT32_MAX};
+  for (int32_t id : ids) names.by_id[id] = absl::StrCat("node_", id);
+  names.by_id[7] = "never_inserted";
+  NameIndex index(4);
+  for (int32_t id : ids) {
+    ASSERT_EQ(index.Insert(names, id, NameIndex::Hash(names[id])), -1) << id;
+    for (int32_t earlier : ids) {
+      if (earlier > id) break;
+      EXPECT_EQ(index.Find(names, names[earlier]), earlier) << "after inserting " << id;
+    }
+  }
+  EXPECT_EQ(index.Find(names, "never_inserted"), -1);
+  // The same name again is the first id's.
+  names.by_id[9] = "node_17";
+  EXPECT_EQ(index.Insert(names, 9, NameIndex::Hash(names[9])), 17);
+  EXPECT_EQ(index.size(), static_cast<int64_t>(ids.size()));
 }
 
 }  // namespace
