@@ -20,8 +20,9 @@
 // embedding partitions than devices, or when an embedding partition and the
 // non-embedding ones do not fit one device together.
 //
-// Cost: O(N + E) for the cuts; merging is O(P x (N + E)) for P initial
-// partitions (torch.fx: O(P^2 x N^2)).
+// Cost: O(N + E) for the cuts; merging is PartitionMerger's (see
+// partition_merge.h), O(N + E) and then what each merge changes in the
+// partition DAG (torch.fx: O(P^2 x N^2) for P initial partitions).
 //
 //   PARTPLAN_ASSIGN_OR_RETURN(PartitionSet set,
 //                             SparseNnPartition(graph, devices, token));

@@ -228,6 +228,32 @@ void BM_PartitionGraphSparseNn(benchmark::State& state, int64_t nodes) {
   RunPartitionGraph(state, request);
 }
 
+// sparse_nn on InterleavedRecommendationModel, a table per 8 dense layers,
+// with tables too large for two to share a device: a table's partition
+// each, one device per table (N / 18 of them), and the dense partitions,
+// one per table at first, merged pairwise into one. Each of those merges
+// shortens the chain of dense partitions, so it moves the DAG level of every
+// partition after it.
+void BM_PartitionGraphSparseNnInterleaved(benchmark::State& state, int64_t nodes) {
+  constexpr int kLayersPerTable = 8;
+  const v1::Graph dense = InterleavedRecommendationModel(nodes, kLayersPerTable, 0);
+  int64_t dense_bytes = 0;
+  for (const v1::Node& node : dense.nodes()) dense_bytes += node.size_bytes().total_bytes();
+  const int64_t table_bytes = 2 * dense_bytes;
+  v1::PartitionGraphRequest request;
+  *request.mutable_graph() = InterleavedRecommendationModel(nodes, kLayersPerTable, table_bytes);
+  int tables = 0;
+  for (const v1::Node& node : request.graph().nodes()) {
+    tables += node.module_type() == "torch.nn.Embedding" ? 1 : 0;
+  }
+  *request.mutable_devices() = EqualDevices(request.graph(), tables, 1);
+  for (v1::Device& device : *request.mutable_devices()->mutable_devices()) {
+    device.set_available_memory_bytes(dense_bytes + table_bytes * 11 / 10);
+  }
+  request.mutable_config()->set_mode(v1::PartitionerConfig::SPARSE_NN);
+  RunPartitionGraph(state, request);
+}
+
 // The batch-dimension analysis and data-parallel plan of an aten MLP.
 void BM_PlanDataParallel(benchmark::State& state, int64_t nodes) {
   RunAsServer<v1::PlanDataParallelRequest, v1::PlanDataParallelResponse>(
@@ -284,6 +310,10 @@ void RegisterAll() {
     benchmark::RegisterBenchmark(
         absl::StrCat("BM_PartitionGraphSparseNn/recommendation/", nodes).c_str(),
         [nodes](benchmark::State& state) { BM_PartitionGraphSparseNn(state, nodes); })
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(
+        absl::StrCat("BM_PartitionGraphSparseNnInterleaved/interleaved/", nodes).c_str(),
+        [nodes](benchmark::State& state) { BM_PartitionGraphSparseNnInterleaved(state, nodes); })
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(
         absl::StrCat("BM_PlanDataParallel/aten_mlp/", nodes).c_str(),

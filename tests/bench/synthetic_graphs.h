@@ -279,6 +279,42 @@ inline v1::Graph RecommendationModel(int64_t num_nodes, int num_tables, int64_t 
   return result;
 }
 
+// A recommendation model whose embedding lookups are interleaved with the
+// dense layers that consume them (as InterleavedEmbeddingModule in
+// tests/fixtures/partitioner/generate.py is): per table, an nn.Embedding
+// lookup of the ids, an add into the running activation, then
+// `layers_per_table` Linear and ReLU pairs. sparse_nn cuts a partition at
+// every lookup and after it, so a graph of N nodes starts with about
+// N / (1 + layers_per_table) partitions.
+inline v1::Graph InterleavedRecommendationModel(int64_t num_nodes, int layers_per_table,
+                                                int64_t table_bytes) {
+  v1::Graph graph;
+  graph.set_name("interleaved_recommendation");
+  GraphWriter writer(&graph, num_nodes);
+  writer.Add("x", v1::PLACEHOLDER, "x", {});
+  writer.Add("ids", v1::PLACEHOLDER, "ids", {});
+  std::string previous = "x";
+  for (int64_t t = 0; writer.size() + 2 + 2 * layers_per_table < num_nodes; ++t) {
+    const std::string lookup = absl::StrCat("embs_", t);
+    v1::Node* table =
+        writer.Add(lookup, v1::CALL_MODULE, absl::StrCat("embs.", t), {"ids"}, table_bytes);
+    table->set_module_type("torch.nn.Embedding");
+    table->set_parameter_count(table_bytes / 4);
+    previous =
+        writer.Add(absl::StrCat("add_", t), v1::CALL_FUNCTION, "operator.add", {previous, lookup})
+            ->name();
+    for (int i = 0; i < layers_per_table; ++i) {
+      const std::string linear = absl::StrCat("mix_", t, "_", i);
+      writer.Linear(linear, absl::StrCat("mix.", t, ".", i), previous);
+      previous =
+          writer.Add(absl::StrCat("relu_", t, "_", i), v1::CALL_FUNCTION, "torch.relu", {linear})
+              ->name();
+    }
+  }
+  writer.Output(previous);
+  return graph;
+}
+
 // Equal devices with 10% headroom over the graph's total size split `ways`.
 inline v1::DeviceInventory EqualDevices(const v1::Graph& graph, int num_devices, int ways) {
   int64_t total = 0;

@@ -1,0 +1,278 @@
+#include "planner/partition_merge.h"
+
+#include <algorithm>
+#include <functional>
+#include <iterator>
+#include <utility>
+
+#include "planner/status_util.h"
+
+namespace partplan {
+
+PartitionMerger::PartitionMerger(const CompactGraph& graph, PartitionSet set)
+    : graph_(graph), built_(std::move(set.partitions)), built_of_(std::move(set.partition_of)) {
+  const int32_t num_parts = static_cast<int32_t>(built_.size());
+  parts_.resize(num_parts);
+  merged_into_.resize(num_parts);
+  queued_.assign(num_parts, 0);
+  waiting_.resize(num_parts);
+  group_by_level_.resize(num_parts);
+  for (int32_t h = 0; h < num_parts; ++h) {
+    merged_into_[h] = h;
+    parts_[h].memory_bytes = built_[h].memory_bytes;
+    for (NodeId v : built_[h].nodes) {
+      if (graph_.is_input_node(v)) parts_[h].inputs.insert(v);
+    }
+    Append(h);
+  }
+  // The partition DAG: only call_* nodes link partitions (inputs are copied
+  // into each partition reading them).
+  for (NodeId u = 0; u < graph_.num_nodes(); ++u) {
+    const int32_t from = built_of_[u];
+    if (from < 0) continue;
+    for (NodeId v : graph_.users(u)) {
+      const int32_t to = built_of_[v];
+      if (to < 0 || to == from) continue;
+      parts_[from].children[to] += graph_.output_bytes(u);
+      parts_[to].parents[from] += graph_.output_bytes(u);
+    }
+  }
+  // Levels in topological order (Kahn's), whatever order the ids are in.
+  std::vector<int32_t> waiting(num_parts);
+  std::vector<int32_t> ready;
+  for (int32_t h = 0; h < num_parts; ++h) {
+    waiting[h] = static_cast<int32_t>(parts_[h].parents.size());
+    if (waiting[h] == 0) ready.push_back(h);
+  }
+  while (!ready.empty()) {
+    const int32_t h = ready.back();
+    ready.pop_back();
+    for (const auto& [child, bytes] : parts_[h].children) {
+      parts_[child].level = std::max(parts_[child].level, parts_[h].level + 1);
+      if (--waiting[child] == 0) ready.push_back(child);
+    }
+  }
+}
+
+absl::Status PartitionMerger::CombineBySize(std::vector<int32_t>& group, int64_t device_memory,
+                                            const CancellationToken& token) {
+  int64_t next_place = 0;
+  for (int32_t h : group) AddToGroup(h, next_place++);
+  const int32_t num_levels = static_cast<int32_t>(group_by_level_.size());
+  while (group_.size() > 1) {
+    PARTPLAN_RETURN_IF_ERROR(token.Check());
+    const int32_t smallest = std::get<2>(*group_.begin());
+    const int32_t level = parts_[smallest].level;
+    // Candidates from the most memory down, among the levels within one of
+    // the smallest's: a three-way merge of those levels' members.
+    using Iterator = GroupSet::const_reverse_iterator;
+    std::vector<std::pair<Iterator, Iterator>> ranges;
+    for (int32_t l = std::max(level - 1, 0); l <= level + 1 && l < num_levels; ++l) {
+      ranges.emplace_back(group_by_level_[l].rbegin(), group_by_level_[l].rend());
+    }
+    int32_t partner = -1;
+    while (partner < 0) {
+      std::pair<Iterator, Iterator>* next = nullptr;
+      for (auto& range : ranges) {
+        if (range.first != range.second && (next == nullptr || *next->first < *range.first)) {
+          next = &range;
+        }
+      }
+      if (next == nullptr) break;
+      const int32_t candidate = std::get<2>(*next->first);
+      ++next->first;
+      if (candidate != smallest && MergedMemory(candidate, smallest) <= device_memory) {
+        partner = candidate;
+      }
+    }
+    if (partner < 0) break;
+    RemoveFromGroup(partner);
+    RemoveFromGroup(smallest);
+    const int32_t merged = Merge(partner, smallest);
+    AddToGroup(merged, next_place++);
+  }
+  group.clear();
+  for (const auto& [memory, place, handle] : group_) group.push_back(handle);
+  std::sort(group.begin(), group.end(),
+            [&](int32_t a, int32_t b) { return parts_[a].group_place < parts_[b].group_place; });
+  for (int32_t h : group) RemoveFromGroup(h);
+  return absl::OkStatus();
+}
+
+int64_t PartitionMerger::MergedMemory(int32_t a, int32_t b) const {
+  const Part& first = parts_[a];
+  const Part& second = parts_[b];
+  int64_t memory = first.memory_bytes + second.memory_bytes;
+  // An input both hold is counted once; an edge between them is no longer
+  // read from outside.
+  const bool first_smaller = first.inputs.size() < second.inputs.size();
+  const absl::flat_hash_set<NodeId>& fewer = first_smaller ? first.inputs : second.inputs;
+  const absl::flat_hash_set<NodeId>& more = first_smaller ? second.inputs : first.inputs;
+  for (NodeId input : fewer) {
+    if (more.contains(input)) memory -= graph_.total_bytes(input);
+  }
+  for (const auto& [edges, other] :
+       {std::pair{&first.children, b}, std::pair{&second.children, a}}) {
+    const auto edge = edges->find(other);
+    if (edge != edges->end()) memory -= edge->second;
+  }
+  return memory;
+}
+
+int32_t PartitionMerger::Merge(int32_t a, int32_t b) {
+  const auto degree = [&](int32_t h) {
+    return parts_[h].children.size() + parts_[h].parents.size();
+  };
+  const int32_t kept = degree(a) >= degree(b) ? a : b;
+  const int32_t dead = kept == a ? b : a;
+  Part& keep = parts_[kept];
+  Part& gone = parts_[dead];
+  keep.memory_bytes = MergedMemory(a, b);
+  MoveEdges(dead, kept);
+  if (gone.inputs.size() > keep.inputs.size()) std::swap(gone.inputs, keep.inputs);
+  keep.inputs.insert(gone.inputs.begin(), gone.inputs.end());
+  absl::flat_hash_set<NodeId>().swap(gone.inputs);
+  gone.list_position = -1;
+  merged_into_[dead] = kept;
+  Append(kept);
+  UpdateLevels(kept);
+  return kept;
+}
+
+void PartitionMerger::MoveEdges(int32_t dead, int32_t kept) {
+  Part& keep = parts_[kept];
+  Part& gone = parts_[dead];
+  for (const auto& [child, bytes] : gone.children) {
+    parts_[child].parents.erase(dead);
+    if (child == kept) continue;
+    keep.children[child] += bytes;
+    parts_[child].parents[kept] += bytes;
+  }
+  for (const auto& [parent, bytes] : gone.parents) {
+    parts_[parent].children.erase(dead);
+    if (parent == kept) continue;
+    keep.parents[parent] += bytes;
+    parts_[parent].children[kept] += bytes;
+  }
+  absl::flat_hash_map<int32_t, int64_t>().swap(gone.children);
+  absl::flat_hash_map<int32_t, int64_t>().swap(gone.parents);
+}
+
+int32_t PartitionMerger::LevelFromParents(int32_t handle) const {
+  int32_t level = 0;
+  for (const auto& [parent, bytes] : parts_[handle].parents) {
+    level = std::max(level, parts_[parent].level + 1);
+  }
+  return level;
+}
+
+void PartitionMerger::UpdateLevels(int32_t handle) {
+  SetLevel(handle, LevelFromParents(handle));
+  // Only the merged partition's descendants can move. Their levels before
+  // the merge order them topologically (the two merged partitions' levels
+  // differed by at most one, so no path ran between them through a third
+  // partition), so visiting them by that level, lowest first, settles each
+  // after every parent that moves: a bucket per level.
+  int32_t lowest = static_cast<int32_t>(waiting_.size());
+  int32_t highest = -1;
+  const auto enqueue_children = [&](int32_t h) {
+    for (const auto& [child, bytes] : parts_[h].children) {
+      if (queued_[child]) continue;
+      queued_[child] = 1;
+      const int32_t level = parts_[child].level;
+      waiting_[level].push_back(child);
+      lowest = std::min(lowest, level);
+      highest = std::max(highest, level);
+    }
+  };
+  enqueue_children(handle);
+  for (int32_t level = lowest; level <= highest; ++level) {
+    // Children go to higher buckets than their parent's: this one does not
+    // grow while it is read.
+    for (int32_t h : waiting_[level]) {
+      queued_[h] = 0;
+      const int32_t settled = LevelFromParents(h);
+      if (settled == parts_[h].level) continue;
+      SetLevel(h, settled);
+      enqueue_children(h);
+    }
+    waiting_[level].clear();
+  }
+}
+
+void PartitionMerger::SetLevel(int32_t handle, int32_t level) {
+  if (parts_[handle].grouped) {
+    EraseFromLevel(handle);
+    group_by_level_[level].insert(KeyOf(handle));
+  }
+  parts_[handle].level = level;
+}
+
+void PartitionMerger::AddToGroup(int32_t handle, int64_t place) {
+  parts_[handle].grouped = true;
+  parts_[handle].group_place = place;
+  group_.insert(KeyOf(handle));
+  group_by_level_[parts_[handle].level].insert(KeyOf(handle));
+}
+
+void PartitionMerger::RemoveFromGroup(int32_t handle) {
+  group_.erase(KeyOf(handle));
+  EraseFromLevel(handle);
+  parts_[handle].grouped = false;
+}
+
+void PartitionMerger::EraseFromLevel(int32_t handle) {
+  group_by_level_[parts_[handle].level].erase(KeyOf(handle));
+}
+
+void PartitionMerger::Append(int32_t handle) {
+  parts_[handle].list_position = static_cast<int64_t>(order_.size());
+  order_.push_back(handle);
+}
+
+int32_t PartitionMerger::Find(int32_t built) {
+  int32_t root = built;
+  while (merged_into_[root] != root) root = merged_into_[root];
+  while (merged_into_[built] != root) built = std::exchange(merged_into_[built], root);
+  return root;
+}
+
+int32_t PartitionMerger::IdOf(int32_t handle) const {
+  int32_t id = 0;
+  for (int64_t i = 0; i < parts_[handle].list_position; ++i) {
+    if (parts_[order_[i]].list_position == i) ++id;
+  }
+  return id;
+}
+
+PartitionSet PartitionMerger::Finish(std::vector<int32_t>& index_of) && {
+  PartitionSet set;
+  index_of.assign(parts_.size(), -1);
+  for (int64_t i = 0; i < static_cast<int64_t>(order_.size()); ++i) {
+    const int32_t h = order_[i];
+    if (parts_[h].list_position != i) continue;
+    index_of[h] = static_cast<int32_t>(set.partitions.size());
+    set.partitions.emplace_back().memory_bytes = parts_[h].memory_bytes;
+  }
+  for (int32_t b = 0; b < static_cast<int32_t>(built_.size()); ++b) {
+    std::vector<NodeId>& nodes = set.partitions[index_of[Find(b)]].nodes;
+    if (nodes.empty()) {
+      nodes = std::move(built_[b].nodes);
+    } else {
+      nodes.insert(nodes.end(), built_[b].nodes.begin(), built_[b].nodes.end());
+    }
+  }
+  for (Partition& partition : set.partitions) {
+    std::vector<NodeId>& nodes = partition.nodes;
+    if (!std::is_sorted(nodes.begin(), nodes.end())) std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  }
+  set.partition_of.assign(graph_.num_nodes(), -1);
+  for (NodeId v = 0; v < graph_.num_nodes(); ++v) {
+    if (built_of_[v] >= 0) set.partition_of[v] = index_of[Find(built_of_[v])];
+  }
+  LinkPartitions(graph_, &set);
+  return set;
+}
+
+}  // namespace partplan
