@@ -174,7 +174,7 @@ std::string ExampleRequest(PlannerRpc rpc) {
 v1::PartitionGraphRequest SlowPartitionRequest(int layers) {
   v1::PartitionGraphRequest request;
   v1::Graph* graph = request.mutable_graph();
-  graph->set_name(absl::StrCat("branches_", layers));
+  graph->set_name(absl::StrCat("interleaved_", layers));
   auto add = [graph](const std::string& name, v1::Op op, const std::string& input) {
     v1::Node* node = graph->add_nodes();
     node->set_name(name);
@@ -187,20 +187,24 @@ v1::PartitionGraphRequest SlowPartitionRequest(int layers) {
     }
     return node;
   };
-  // x -> emb_i -> dense_i for every branch i, in the order emb_0, dense_0,
-  // emb_1, ...: every node starts a new partition, and sparse_nn then merges
-  // the dense ones (all on one DAG level) pair by pair, and the embedding
-  // ones likewise, each merge costing a pass over the graph.
+  // x -> emb_i -> dense_i for every layer i, each dense_i also reading
+  // dense_{i-1}, in the order emb_0, dense_0, emb_1, ...: every node starts
+  // a new partition. sparse_nn then merges the dense ones, a chain, each
+  // into the union of those before it, and every such merge shortens the
+  // chain, moving the DAG level of every dense partition after it:
+  // O(layers^2) level updates. The embedding ones (one DAG level) merge
+  // likewise, but cheaply.
   add("x", v1::PLACEHOLDER, "");
-  v1::Node* output = nullptr;
+  std::string previous;
   for (int i = 0; i < layers; ++i) {
     const std::string embedding = absl::StrCat("emb_", i);
     add(embedding, v1::CALL_MODULE, "x")->set_module_type("torch.nn.Embedding");
-    add(absl::StrCat("dense_", i), v1::CALL_FUNCTION, embedding);
+    const std::string dense = absl::StrCat("dense_", i);
+    v1::Node* node = add(dense, v1::CALL_FUNCTION, embedding);
+    if (!previous.empty()) node->add_args()->set_node(previous);
+    previous = dense;
   }
-  output = add("output", v1::OUTPUT, "");
-  output->add_args()->set_tuple(static_cast<uint32_t>(layers));
-  for (int i = 0; i < layers; ++i) output->add_args()->set_node(absl::StrCat("dense_", i));
+  add("output", v1::OUTPUT, previous);
   // Two devices of 170 bytes per branch: less than the whole graph (about
   // 200 per branch), more than every merge tried. The plan then fails
   // (FAILED_PRECONDITION): the merged embedding and dense partitions do not

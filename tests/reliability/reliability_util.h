@@ -106,8 +106,10 @@ std::string ExampleRequest(PlannerRpc rpc);
 
 // A PartitionGraphRequest whose plan takes the real planner a while (sparse_nn
 // merging partitions of a graph that alternates `layers` times between
-// embedding and dense nodes, O(layers^2)) and which polls its token
-// throughout: what cancellation and deadline tests cancel mid-plan.
+// embedding and dense nodes, the dense ones a chain: O(layers^2)) and which
+// polls its token throughout: what cancellation and deadline tests cancel
+// mid-plan. In the fastbuild tests run in, 800 layers plan in about a second
+// and 1500 in about four; optimised, 40 times faster.
 v1::PartitionGraphRequest SlowPartitionRequest(int layers);
 
 // Resident set size of process `pid` in KiB (VmRSS), or -1.

@@ -53,7 +53,7 @@ TEST(SigtermTest, CallsInFlightAreAllAnsweredThenTheServerExits) {
   std::unique_ptr<ServerProcess> server = StartServer(/*drain_seconds=*/60);
   ASSERT_NE(server, nullptr);
   // Plans of about a second each: they all fit in the drain deadline.
-  std::vector<std::unique_ptr<PendingRawCall>> calls = FillThePool(*server, 400);
+  std::vector<std::unique_ptr<PendingRawCall>> calls = FillThePool(*server, 800);
   ASSERT_FALSE(calls[0]->done()) << "the plans finished before SIGTERM";
 
   const absl::Time sigterm = absl::Now();
