@@ -187,9 +187,10 @@ void PartitionMerger::UpdateLevels(int32_t handle) {
   };
   enqueue_children(handle);
   for (int32_t level = lowest; level <= highest; ++level) {
-    // Children go to higher buckets than their parent's: this one does not
-    // grow while it is read.
-    for (int32_t h : waiting_[level]) {
+    // Children go to higher buckets than their parent's, so this one should
+    // not grow while it is read; indices keep that safe if it did.
+    for (size_t i = 0; i < waiting_[level].size(); ++i) {
+      const int32_t h = waiting_[level][i];
       queued_[h] = 0;
       const int32_t settled = LevelFromParents(h);
       if (settled == parts_[h].level) continue;
