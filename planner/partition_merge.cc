@@ -3,11 +3,19 @@
 #include <algorithm>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <utility>
 
 #include "planner/status_util.h"
 
 namespace partplan {
+namespace {
+
+// The level of a parent that is not there (before it was added, after it
+// was removed): below every level, and one more than it is below them too.
+constexpr int32_t kNoLevel = std::numeric_limits<int32_t>::min() / 2;
+
+}  // namespace
 
 PartitionMerger::PartitionMerger(const CompactGraph& graph, PartitionSet set)
     : graph_(graph), built_(std::move(set.partitions)), built_of_(std::move(set.partition_of)) {
@@ -52,6 +60,12 @@ PartitionMerger::PartitionMerger(const CompactGraph& graph, PartitionSet set)
       if (--waiting[child] == 0) ready.push_back(child);
     }
   }
+  for (int32_t h = 0; h < num_parts; ++h) {
+    for (const auto& [parent, bytes] : parts_[h].parents) {
+      if (parts_[parent].level + 1 == parts_[h].level) ++parts_[h].critical_parents;
+    }
+  }
+  lowest_waiting_ = num_parts;
 }
 
 absl::Status PartitionMerger::CombineBySize(std::vector<int32_t>& group, int64_t device_memory,
@@ -128,6 +142,7 @@ int32_t PartitionMerger::Merge(int32_t a, int32_t b) {
   Part& keep = parts_[kept];
   Part& gone = parts_[dead];
   keep.memory_bytes = MergedMemory(a, b);
+  LevelTheUnion(kept, dead);
   MoveEdges(dead, kept);
   if (gone.inputs.size() > keep.inputs.size()) std::swap(gone.inputs, keep.inputs);
   keep.inputs.insert(gone.inputs.begin(), gone.inputs.end());
@@ -135,8 +150,80 @@ int32_t PartitionMerger::Merge(int32_t a, int32_t b) {
   gone.list_position = -1;
   merged_into_[dead] = kept;
   Append(kept);
-  UpdateLevels(kept);
+  UpdateLevels();
   return kept;
+}
+
+void PartitionMerger::LevelTheUnion(int32_t kept, int32_t dead) {
+  Part& keep = parts_[kept];
+  const Part& gone = parts_[dead];
+  const int32_t kept_before = keep.level;
+  const int32_t dead_before = gone.level;
+  // The union's parents are kept's, but dead, and dead's, but kept: start
+  // from what kept's give, without dead, and add the parents dead brings.
+  int32_t level = kept_before;
+  int32_t critical = keep.critical_parents;
+  if (keep.parents.contains(dead) && dead_before + 1 == kept_before) --critical;
+  for (const auto& [parent, bytes] : gone.parents) {
+    if (parent == kept || keep.parents.contains(parent)) continue;
+    const int32_t above = parts_[parent].level + 1;
+    if (above > level) {
+      level = above;
+      critical = 1;
+    } else if (above == level) {
+      ++critical;
+    }
+  }
+  if (critical == 0) {
+    // Dead was the last parent one level below kept (or neither has
+    // parents): from every parent, once each.
+    level = 0;
+    using Edges = absl::flat_hash_map<int32_t, int64_t>;
+    for (const Edges* parents : {static_cast<const Edges*>(&keep.parents), &gone.parents}) {
+      for (const auto& [parent, bytes] : *parents) {
+        if (parent == kept || parent == dead) continue;
+        if (parents == &gone.parents && keep.parents.contains(parent)) continue;
+        const int32_t above = parts_[parent].level + 1;
+        if (above > level) {
+          level = above;
+          critical = 1;
+        } else if (above == level) {
+          ++critical;
+        }
+      }
+    }
+  }
+  // The children: each of dead's loses it as a parent and has the union
+  // instead (or, if kept was its parent too, kept at the union's level);
+  // kept's others see kept's level change, if it does.
+  for (const auto& [child, bytes] : gone.children) {
+    if (child == kept) continue;
+    NoteParentChange(child, dead_before, kNoLevel);
+    if (!keep.children.contains(child)) {
+      NoteParentChange(child, kNoLevel, level);
+    } else if (level != kept_before) {
+      NoteParentChange(child, kept_before, level);
+    }
+  }
+  if (level != kept_before) {
+    for (const auto& [child, bytes] : keep.children) {
+      if (child != dead && !gone.children.contains(child)) {
+        NoteParentChange(child, kept_before, level);
+      }
+    }
+  }
+  SetLevel(kept, level);
+  keep.critical_parents = critical;
+}
+
+void PartitionMerger::NoteParentChange(int32_t child, int32_t before, int32_t after) {
+  Part& part = parts_[child];
+  part.parent_changes.emplace_back(before, after);
+  if (queued_[child]) return;
+  queued_[child] = 1;
+  waiting_[part.level].push_back(child);
+  lowest_waiting_ = std::min(lowest_waiting_, part.level);
+  highest_waiting_ = std::max(highest_waiting_, part.level);
 }
 
 void PartitionMerger::MoveEdges(int32_t dead, int32_t kept) {
@@ -158,47 +245,72 @@ void PartitionMerger::MoveEdges(int32_t dead, int32_t kept) {
   absl::flat_hash_map<int32_t, int64_t>().swap(gone.parents);
 }
 
-int32_t PartitionMerger::LevelFromParents(int32_t handle) const {
+void PartitionMerger::LevelFromParents(int32_t handle) {
+  Part& part = parts_[handle];
   int32_t level = 0;
-  for (const auto& [parent, bytes] : parts_[handle].parents) {
-    level = std::max(level, parts_[parent].level + 1);
+  int32_t critical = 0;
+  for (const auto& [parent, bytes] : part.parents) {
+    const int32_t above = parts_[parent].level + 1;
+    if (above > level) {
+      level = above;
+      critical = 1;
+    } else if (above == level) {
+      ++critical;
+    }
   }
-  return level;
+  SetLevel(handle, level);
+  part.critical_parents = critical;
 }
 
-void PartitionMerger::UpdateLevels(int32_t handle) {
-  SetLevel(handle, LevelFromParents(handle));
-  // Only the merged partition's descendants can move. Their levels before
-  // the merge order them topologically (the two merged partitions' levels
-  // differed by at most one, so no path ran between them through a third
-  // partition), so visiting them by that level, lowest first, settles each
-  // after every parent that moves: a bucket per level.
-  int32_t lowest = static_cast<int32_t>(waiting_.size());
-  int32_t highest = -1;
-  const auto enqueue_children = [&](int32_t h) {
-    for (const auto& [child, bytes] : parts_[h].children) {
-      if (queued_[child]) continue;
-      queued_[child] = 1;
-      const int32_t level = parts_[child].level;
-      waiting_[level].push_back(child);
-      lowest = std::min(lowest, level);
-      highest = std::max(highest, level);
-    }
-  };
-  enqueue_children(handle);
-  for (int32_t level = lowest; level <= highest; ++level) {
+void PartitionMerger::UpdateLevels() {
+  // Only the union's descendants can move. Their levels before the merge
+  // order them topologically (the two merged partitions' levels differed
+  // by at most one, so no path of two edges or more ran between them and
+  // the merge made no cycle; every edge but the union's existed before),
+  // so visiting them by that level, lowest first, settles each after every
+  // parent that moves: a bucket per level. A partition's level follows
+  // from its changed parents and its count of parents one level below it,
+  // unless that count falls to zero.
+  for (int32_t level = lowest_waiting_; level <= highest_waiting_; ++level) {
     // Children go to higher buckets than their parent's, so this one should
     // not grow while it is read; indices keep that safe if it did.
     for (size_t i = 0; i < waiting_[level].size(); ++i) {
       const int32_t h = waiting_[level][i];
       queued_[h] = 0;
-      const int32_t settled = LevelFromParents(h);
-      if (settled == parts_[h].level) continue;
-      SetLevel(h, settled);
-      enqueue_children(h);
+      Part& part = parts_[h];
+      const int32_t before = part.level;
+      int32_t critical = part.critical_parents;
+      int32_t highest_parent = kNoLevel;
+      int32_t at_highest = 0;
+      for (const auto& [was, now] : part.parent_changes) {
+        if (was + 1 == before) --critical;
+        if (now + 1 == before) ++critical;
+        if (now > highest_parent) {
+          highest_parent = now;
+          at_highest = 1;
+        } else if (now == highest_parent) {
+          ++at_highest;
+        }
+      }
+      part.parent_changes.clear();
+      if (highest_parent + 1 > before) {
+        // Parents that did not change are at most one level below.
+        SetLevel(h, highest_parent + 1);
+        part.critical_parents = at_highest;
+      } else if (critical > 0) {
+        part.critical_parents = critical;
+      } else {
+        LevelFromParents(h);
+      }
+      if (part.level == before) continue;
+      for (const auto& [child, bytes] : part.children) {
+        NoteParentChange(child, before, part.level);
+      }
     }
     waiting_[level].clear();
   }
+  lowest_waiting_ = static_cast<int32_t>(waiting_.size());
+  highest_waiting_ = -1;
 }
 
 void PartitionMerger::SetLevel(int32_t handle, int32_t level) {

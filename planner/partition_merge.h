@@ -15,12 +15,18 @@
 // the graph's nodes every round: O(P x (N + E)) for P partitions. Here the
 // partition DAG is built once, with the bytes each of its edges carries, so
 // that a candidate's merged memory is two memories, the edges between the
-// two and the graph inputs both hold (O(1) plus the smaller input set), and
-// a merge updates the levels of the merged partition's descendants whose
-// level it changes. Containers are merged smaller into larger. The cost is
-// O(N + E) plus, per merge, the degrees, inputs and members of the smaller
-// side and the descendants whose level moves (all of them, at worst, when a
-// merge shortens a chain of partitions), times log P.
+// two and the graph inputs both hold (O(1) plus the smaller input set).
+// Levels are kept up to date after each merge, with each partition's count
+// of parents one level below it, so that a partition's level is worked out
+// again from all its parents only when the last of those moves away. A
+// merge costs, times log P: the DAG edges and inputs of the side with fewer
+// (the other's are kept); the other side's children only if the union's
+// level differs from that side's; and the descendants whose level moves.
+// That last term is all later partitions when a merge shortens a chain of
+// partitions, so a chain merged one partition at a time is O(P^2); merging
+// into a hub of many parents or children is not. As in torch.fx, a round
+// also tries, from the most memory down, every candidate that cannot take
+// the smallest partition before the one that can.
 //
 //   PartitionMerger merger(graph, std::move(set));
 //   PARTPLAN_RETURN_IF_ERROR(merger.CombineBySize(dense_group, memory, token));
@@ -31,6 +37,7 @@
 
 #include <cstdint>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/btree_set.h"
@@ -71,6 +78,13 @@ class PartitionMerger {
   struct Part {
     int64_t memory_bytes = 0;
     int32_t level = 0;
+    // How many parents are one level below it (its level's witnesses): a
+    // level drops only when the last of them does, and is only then
+    // computed again from every parent.
+    int32_t critical_parents = 0;
+    // Changes to its parents' levels not yet applied (old, new; kNoLevel
+    // for a parent removed or added), while it waits in UpdateLevels.
+    std::vector<std::pair<int32_t, int32_t>> parent_changes;
     // Where its current entry in order_ is (a merge appends a new one); -1
     // once merged away.
     int64_t list_position = 0;
@@ -96,10 +110,18 @@ class PartitionMerger {
   int32_t Merge(int32_t a, int32_t b);
   // Moves `dead`'s DAG edges to `kept`, dropping those between the two.
   void MoveEdges(int32_t dead, int32_t kept);
-  // Sets `handle`'s level from its parents, then its descendants' in
-  // topological order, as far as levels change.
-  void UpdateLevels(int32_t handle);
-  int32_t LevelFromParents(int32_t handle) const;
+  // Sets the level of `kept`, the union of itself and `dead`, and records
+  // for their children what changed among their parents. The union's
+  // edges must not have moved yet.
+  void LevelTheUnion(int32_t kept, int32_t dead);
+  // Records that a parent of `child` went from level `before` to `after`
+  // (kNoLevel: no such parent) and queues the child.
+  void NoteParentChange(int32_t child, int32_t before, int32_t after);
+  // Settles the queued partitions in topological order, as far as levels
+  // change.
+  void UpdateLevels();
+  // `handle`'s level and critical parents from all its parents.
+  void LevelFromParents(int32_t handle);
   void SetLevel(int32_t handle, int32_t level);
   void Append(int32_t handle);
   // The live handle a builder's partition is part of (union-find).
@@ -124,6 +146,8 @@ class PartitionMerger {
   // UpdateLevels' work list: whether a handle is in it, and by level.
   std::vector<char> queued_;
   std::vector<std::vector<int32_t>> waiting_;
+  int32_t lowest_waiting_ = 0;
+  int32_t highest_waiting_ = -1;
 };
 
 }  // namespace partplan

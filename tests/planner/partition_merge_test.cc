@@ -29,39 +29,44 @@ CompactGraph Import(const v1::Graph& graph) {
 // torch.fx's combine_partitions_based_on_size as torch.fx computes it: each
 // round sorts the group by memory, recomputes every partition's level from
 // the graph's edges and each candidate's memory from the union's nodes.
-// Partitions are node lists in graph order, in list order.
+// Partitions are node lists, known by their index in `store_` (the
+// builder's partitions first, then each union as it is made), so that two
+// partitions with the same nodes (two empty ones) stay apart.
 class ReferenceMerge {
  public:
   ReferenceMerge(const CompactGraph& graph, const PartitionSet& set)
       : graph_(graph), memory_(graph) {
-    for (const Partition& partition : set.partitions) list_.push_back(partition.nodes);
-    built_ = list_;
+    for (const Partition& partition : set.partitions) {
+      list_.push_back(static_cast<int>(store_.size()));
+      store_.push_back(partition.nodes);
+    }
   }
 
   // Merges within the group of `group_ids` (ids in `set`); returns the
-  // group's node lists after, in order.
-  std::vector<std::vector<NodeId>> Combine(const std::vector<int32_t>& group_ids,
-                                           int64_t device_memory) {
-    std::vector<std::vector<NodeId>> group;
-    for (int32_t p : group_ids) group.push_back(built_[p]);
+  // group after, in order.
+  std::vector<int> Combine(const std::vector<int32_t>& group_ids, int64_t device_memory) {
+    std::vector<int> group(group_ids.begin(), group_ids.end());
     while (group.size() > 1) {
-      std::vector<std::vector<NodeId>> by_memory = group;
+      std::vector<int> by_memory = group;
       std::stable_sort(by_memory.begin(), by_memory.end(),
-                       [&](const auto& a, const auto& b) { return Memory(a) < Memory(b); });
-      const std::vector<NodeId>& smallest = by_memory.front();
-      const int32_t smallest_level = Level(smallest);
+                       [&](int a, int b) { return Memory(a) < Memory(b); });
+      const int smallest = by_memory.front();
+      const std::vector<int32_t> level = Levels();
       bool merged = false;
       for (size_t i = by_memory.size() - 1; i >= 1 && !merged; --i) {
-        const std::vector<NodeId>& candidate = by_memory[i];
-        const std::vector<NodeId> both = Union(candidate, smallest);
-        if (std::abs(Level(candidate) - smallest_level) <= 1 && Memory(both) <= device_memory) {
-          Erase(list_, candidate);
-          Erase(list_, smallest);
-          list_.push_back(both);
-          const std::vector<NodeId> gone = smallest;
-          Erase(group, candidate);
-          Erase(group, gone);
-          group.push_back(both);
+        const int candidate = by_memory[i];
+        std::vector<NodeId> both;
+        std::set_union(store_[candidate].begin(), store_[candidate].end(), store_[smallest].begin(),
+                       store_[smallest].end(), std::back_inserter(both));
+        if (std::abs(level[candidate] - level[smallest]) <= 1 &&
+            memory_.Compute(both) <= device_memory) {
+          const int id = static_cast<int>(store_.size());
+          store_.push_back(std::move(both));
+          for (std::vector<int>* list : {&list_, &group}) {
+            Erase(*list, candidate);
+            Erase(*list, smallest);
+            list->push_back(id);
+          }
           merged = true;
         }
       }
@@ -70,30 +75,19 @@ class ReferenceMerge {
     return group;
   }
 
-  const std::vector<std::vector<NodeId>>& list() const { return list_; }
-  int64_t Memory(const std::vector<NodeId>& nodes) { return memory_.Compute(nodes); }
-
- private:
-  static std::vector<NodeId> Union(const std::vector<NodeId>& a, const std::vector<NodeId>& b) {
-    std::vector<NodeId> both;
-    std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
-    return both;
-  }
-  static void Erase(std::vector<std::vector<NodeId>>& lists, std::vector<NodeId> nodes) {
-    lists.erase(std::find(lists.begin(), lists.end(), nodes));
-  }
-
-  // The longest path to `nodes`' partition from one with no parents, over
-  // the partition DAG of the whole list, by relaxing every edge until
-  // nothing changes.
-  int32_t Level(const std::vector<NodeId>& nodes) {
+  const std::vector<NodeId>& nodes(int id) const { return store_[id]; }
+  const std::vector<int>& list() const { return list_; }
+  int64_t Memory(int id) { return memory_.Compute(store_[id]); }
+  // The longest path to each partition of the list from one with no
+  // parents, by relaxing every edge until nothing changes.
+  std::vector<int32_t> Levels() const {
     std::vector<int32_t> partition_of(graph_.num_nodes(), -1);
-    for (int32_t p = 0; p < static_cast<int32_t>(list_.size()); ++p) {
-      for (NodeId v : list_[p]) {
-        if (graph_.is_op_node(v)) partition_of[v] = p;
+    for (int id : list_) {
+      for (NodeId v : store_[id]) {
+        if (graph_.is_op_node(v)) partition_of[v] = id;
       }
     }
-    std::vector<int32_t> level(list_.size(), 0);
+    std::vector<int32_t> level(store_.size(), 0);
     for (bool changed = true; changed;) {
       changed = false;
       for (NodeId u = 0; u < graph_.num_nodes(); ++u) {
@@ -107,66 +101,92 @@ class ReferenceMerge {
         }
       }
     }
-    return level[std::find(list_.begin(), list_.end(), nodes) - list_.begin()];
+    return level;
+  }
+
+ private:
+  static void Erase(std::vector<int>& ids, int id) {
+    ids.erase(std::find(ids.begin(), ids.end(), id));
   }
 
   const CompactGraph& graph_;
   NodeSetMemory memory_;
-  std::vector<std::vector<NodeId>> built_;
-  std::vector<std::vector<NodeId>> list_;
+  std::vector<std::vector<NodeId>> store_;
+  std::vector<int> list_;
 };
 
-// A random torch.fx-like graph: placeholders and get_attrs up front, then
-// call_* nodes reading one to three earlier nodes (mostly recent ones).
-v1::Graph RandomGraph(std::mt19937& random, int num_ops) {
+// What the random graphs and cuts look like.
+struct RandomShape {
+  int max_inputs;         // placeholders and get_attrs
+  int input_percent;      // of arguments that read an input
+  int long_edge_percent;  // of the others that read any earlier node, not a recent one
+  bool tied_sizes;        // sizes of 0, 8 or 16 bytes only: many equal memories
+  int max_cut;            // call_* nodes per partition, at most
+  bool alternate_groups;  // partitions dealt to the groups in turn, as sparse_nn's walk does
+  int empty_percent;      // chance of an empty partition before each cut
+};
+
+// A random torch.fx-like graph: inputs up front, then call_* nodes reading
+// one to four earlier nodes.
+v1::Graph RandomGraph(std::mt19937& random, int num_ops, const RandomShape& shape) {
+  const auto size = [&](int64_t least, int64_t spread) -> int64_t {
+    return shape.tied_sizes ? 8 * static_cast<int64_t>(random() % 3)
+                            : least + static_cast<int64_t>(random() % spread);
+  };
   TestGraph graph;
   std::vector<std::string> inputs;
-  const int num_inputs = 1 + static_cast<int>(random() % 4);
+  const int num_inputs = 1 + static_cast<int>(random() % shape.max_inputs);
   for (int i = 0; i < num_inputs; ++i) {
     const std::string name = absl::StrCat("in", i);
-    if (i % 2 == 0) {
-      graph.Placeholder(name, 16 + random() % 200);
+    if (random() % 2 == 0) {
+      graph.Placeholder(name, size(16, 200));
     } else {
-      graph.GetAttr(name, 16 + random() % 200);
+      graph.GetAttr(name, size(16, 200));
     }
     inputs.push_back(name);
   }
   std::vector<std::string> ops;
   for (int i = 0; i < num_ops; ++i) {
     std::vector<std::string> args;
-    const int num_args = 1 + static_cast<int>(random() % 3);
+    const int num_args = 1 + static_cast<int>(random() % 4);
     for (int a = 0; a < num_args; ++a) {
       std::string arg;
-      if (ops.empty() || random() % 5 == 0) {
+      if (ops.empty() || static_cast<int>(random() % 100) < shape.input_percent) {
         arg = inputs[random() % inputs.size()];
+      } else if (static_cast<int>(random() % 100) < shape.long_edge_percent) {
+        arg = ops[random() % ops.size()];
       } else {
-        const int back = static_cast<int>(random() % std::min<size_t>(ops.size(), 6));
-        arg = ops[ops.size() - 1 - back];
+        arg = ops[ops.size() - 1 - random() % std::min<size_t>(ops.size(), 6)];
       }
       if (std::find(args.begin(), args.end(), arg) == args.end()) args.push_back(arg);
     }
-    const int64_t output = 8 + random() % 100;
+    const int64_t output = size(8, 100);
     const std::string name = absl::StrCat("op", i);
-    graph.Op(name, args, output + random() % 300, output);
+    graph.Op(name, args, output + size(0, 300), output);
     ops.push_back(name);
   }
   graph.Output({ops.back()});
   return graph.Build();
 }
 
-// Cuts the call_* nodes into consecutive partitions of random length, as
-// sparse_nn's walk does, and deals them into two groups at random.
-PartitionSet RandomCuts(std::mt19937& random, const CompactGraph& graph,
+// Cuts the call_* nodes into consecutive partitions, as sparse_nn's walk
+// does, and deals them into two groups.
+PartitionSet RandomCuts(std::mt19937& random, const CompactGraph& graph, const RandomShape& shape,
                         std::vector<int32_t> groups[2]) {
   PartitionBuilder builder(graph);
   int32_t current = -1;
   int remaining = 0;
+  int group = 0;
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     if (!graph.is_op_node(v)) continue;
     if (remaining == 0) {
+      if (static_cast<int>(random() % 100) < shape.empty_percent) {
+        groups[random() % 2].push_back(builder.NewPartition());
+      }
       current = builder.NewPartition();
-      groups[random() % 2].push_back(current);
-      remaining = 1 + static_cast<int>(random() % 4);
+      group = shape.alternate_groups ? 1 - group : static_cast<int>(random() % 2);
+      groups[group].push_back(current);
+      remaining = 1 + static_cast<int>(random() % shape.max_cut);
     }
     builder.AddNode(v, current);
     --remaining;
@@ -174,44 +194,80 @@ PartitionSet RandomCuts(std::mt19937& random, const CompactGraph& graph,
   return std::move(builder).Finish();
 }
 
-TEST(PartitionMergerTest, MatchesTorchFxRoundByRoundOnRandomGraphs) {
-  std::mt19937 random(20261123);
-  for (int trial = 0; trial < 300; ++trial) {
-    SCOPED_TRACE(absl::StrCat("trial ", trial));
-    const CompactGraph graph = Import(RandomGraph(random, 8 + static_cast<int>(random() % 60)));
+// Both groups merged by PartitionMerger and by the reference: the same
+// groups, memories and levels (of every partition, in the group or not),
+// then the same list.
+void ExpectSameMerges(const RandomShape& shape, uint32_t seed, int trials) {
+  std::mt19937 random(seed);
+  for (int trial = 0; trial < trials; ++trial) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed, ", trial ", trial));
+    const CompactGraph graph =
+        Import(RandomGraph(random, 8 + static_cast<int>(random() % 60), shape));
     std::vector<int32_t> groups[2];
-    PartitionSet set = RandomCuts(random, graph, groups);
-    ReferenceMerge reference(graph, set);
+    const PartitionSet set = RandomCuts(random, graph, shape, groups);
     // From tight (few merges) to loose (most partitions merge).
     int64_t largest = 0;
+    int64_t total = 0;
     for (const Partition& partition : set.partitions) {
       largest = std::max(largest, partition.memory_bytes);
+      total += partition.memory_bytes;
     }
-    const int64_t device_memory = largest + static_cast<int64_t>(random() % 4000);
-
+    const int64_t device_memory = largest + static_cast<int64_t>(random() % (1 + total));
+    ReferenceMerge reference(graph, set);
     PartitionMerger merger(graph, set);
+    const std::vector<int32_t> initial_levels = reference.Levels();
+    for (int32_t h = 0; h < static_cast<int32_t>(set.partitions.size()); ++h) {
+      ASSERT_EQ(merger.level(h), initial_levels[h]) << "partition " << h;
+    }
     CancellationToken token;
-    for (std::vector<int32_t>& group : groups) {
-      const std::vector<std::vector<NodeId>> expected = reference.Combine(group, device_memory);
-      ASSERT_TRUE(merger.CombineBySize(group, device_memory, token).ok());
-      ASSERT_EQ(group.size(), expected.size());
-      for (size_t i = 0; i < group.size(); ++i) {
-        EXPECT_EQ(merger.memory_bytes(group[i]), reference.Memory(expected[i]));
+    for (int g = 0; g < 2; ++g) {
+      const std::vector<int> expected = reference.Combine(groups[g], device_memory);
+      ASSERT_TRUE(merger.CombineBySize(groups[g], device_memory, token).ok());
+      ASSERT_EQ(groups[g].size(), expected.size());
+      const std::vector<int32_t> levels = reference.Levels();
+      for (size_t i = 0; i < expected.size(); ++i) {
+        EXPECT_EQ(merger.memory_bytes(groups[g][i]), reference.Memory(expected[i]));
+        EXPECT_EQ(merger.level(groups[g][i]), levels[expected[i]]) << "group " << g << ", " << i;
+      }
+      if (g == 0) {
+        // The other group's partitions are not merged yet: their handles
+        // are their ids.
+        for (int32_t h : groups[1]) EXPECT_EQ(merger.level(h), levels[h]) << "partition " << h;
       }
     }
     std::vector<int32_t> index_of;
     const PartitionSet merged = std::move(merger).Finish(index_of);
     ASSERT_EQ(merged.partitions.size(), reference.list().size());
     for (size_t p = 0; p < merged.partitions.size(); ++p) {
-      EXPECT_EQ(merged.partitions[p].nodes, reference.list()[p]) << "partition " << p;
-      EXPECT_EQ(merged.partitions[p].memory_bytes, reference.Memory(reference.list()[p]));
+      const int id = reference.list()[p];
+      EXPECT_EQ(merged.partitions[p].nodes, reference.nodes(id)) << "partition " << p;
+      EXPECT_EQ(merged.partitions[p].memory_bytes, reference.Memory(id));
       for (NodeId v : merged.partitions[p].nodes) {
         if (graph.is_op_node(v)) {
           EXPECT_EQ(merged.partition_of[v], static_cast<int32_t>(p));
         }
       }
     }
+    if (::testing::Test::HasFailure()) return;
   }
+}
+
+TEST(PartitionMergerTest, MatchesTorchFxRoundByRoundOnRandomGraphs) {
+  ExpectSameMerges({4, 20, 0, false, 4, false, 0}, 20261123, 300);
+}
+TEST(PartitionMergerTest, MatchesTorchFxWithInputsSharedAcrossPartitions) {
+  ExpectSameMerges({12, 40, 0, false, 4, false, 0}, 2, 200);
+}
+TEST(PartitionMergerTest, MatchesTorchFxWithLongEdgesThatMoveLevels) {
+  ExpectSameMerges({4, 20, 40, false, 4, false, 0}, 3, 200);
+  ExpectSameMerges({8, 30, 30, false, 1, true, 0}, 9, 200);
+}
+TEST(PartitionMergerTest, MatchesTorchFxWithTiedMemories) {
+  ExpectSameMerges({6, 30, 20, true, 4, false, 0}, 4, 200);
+  ExpectSameMerges({3, 20, 30, true, 2, true, 0}, 7, 200);
+}
+TEST(PartitionMergerTest, MatchesTorchFxWithEmptyPartitions) {
+  ExpectSameMerges({4, 20, 20, false, 3, false, 20}, 8, 200);
 }
 
 // A chain of partitions: merging two of them shortens every path after

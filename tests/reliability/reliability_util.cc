@@ -205,8 +205,8 @@ v1::PartitionGraphRequest SlowPartitionRequest(int layers) {
     previous = dense;
   }
   add("output", v1::OUTPUT, previous);
-  // Two devices of 170 bytes per branch: less than the whole graph (about
-  // 200 per branch), more than every merge tried. The plan then fails
+  // Two devices of 170 bytes per layer: less than the whole graph (about
+  // 200 per layer), more than every merge tried. The plan then fails
   // (FAILED_PRECONDITION): the merged embedding and dense partitions do not
   // fit one device together.
   for (int d = 0; d < 2; ++d) {
