@@ -15,6 +15,22 @@ namespace {
 // was removed): below every level, and one more than it is below them too.
 constexpr int32_t kNoLevel = std::numeric_limits<int32_t>::min() / 2;
 
+// A partition's level from its parents' levels, given one at a time: one
+// more than the highest, and how many parents are at that highest level
+// (its critical parents).
+struct LevelOverParents {
+  int32_t level = 0;
+  int32_t critical = 0;
+  void Add(int32_t parent_level) {
+    if (parent_level + 1 > level) {
+      level = parent_level + 1;
+      critical = 1;
+    } else if (parent_level + 1 == level) {
+      ++critical;
+    }
+  }
+};
+
 }  // namespace
 
 PartitionMerger::PartitionMerger(const CompactGraph& graph, PartitionSet set)
@@ -161,38 +177,23 @@ void PartitionMerger::LevelTheUnion(int32_t kept, int32_t dead) {
   const int32_t dead_before = gone.level;
   // The union's parents are kept's, but dead, and dead's, but kept: start
   // from what kept's give, without dead, and add the parents dead brings.
-  int32_t level = kept_before;
-  int32_t critical = keep.critical_parents;
-  if (keep.parents.contains(dead) && dead_before + 1 == kept_before) --critical;
+  LevelOverParents union_level{kept_before, keep.critical_parents};
+  if (keep.parents.contains(dead) && dead_before + 1 == kept_before) --union_level.critical;
   for (const auto& [parent, bytes] : gone.parents) {
-    if (parent == kept || keep.parents.contains(parent)) continue;
-    const int32_t above = parts_[parent].level + 1;
-    if (above > level) {
-      level = above;
-      critical = 1;
-    } else if (above == level) {
-      ++critical;
-    }
+    if (parent != kept && !keep.parents.contains(parent)) union_level.Add(parts_[parent].level);
   }
-  if (critical == 0) {
+  if (union_level.critical == 0) {
     // Dead was the last parent one level below kept (or neither has
     // parents): from every parent, once each.
-    level = 0;
-    using Edges = absl::flat_hash_map<int32_t, int64_t>;
-    for (const Edges* parents : {static_cast<const Edges*>(&keep.parents), &gone.parents}) {
-      for (const auto& [parent, bytes] : *parents) {
-        if (parent == kept || parent == dead) continue;
-        if (parents == &gone.parents && keep.parents.contains(parent)) continue;
-        const int32_t above = parts_[parent].level + 1;
-        if (above > level) {
-          level = above;
-          critical = 1;
-        } else if (above == level) {
-          ++critical;
-        }
-      }
+    union_level = LevelOverParents();
+    for (const auto& [parent, bytes] : keep.parents) {
+      if (parent != dead) union_level.Add(parts_[parent].level);
+    }
+    for (const auto& [parent, bytes] : gone.parents) {
+      if (parent != kept && !keep.parents.contains(parent)) union_level.Add(parts_[parent].level);
     }
   }
+  const int32_t level = union_level.level;
   // The children: each of dead's loses it as a parent and has the union
   // instead (or, if kept was its parent too, kept at the union's level);
   // kept's others see kept's level change, if it does.
@@ -213,7 +214,7 @@ void PartitionMerger::LevelTheUnion(int32_t kept, int32_t dead) {
     }
   }
   SetLevel(kept, level);
-  keep.critical_parents = critical;
+  keep.critical_parents = union_level.critical;
 }
 
 void PartitionMerger::NoteParentChange(int32_t child, int32_t before, int32_t after) {
@@ -247,19 +248,10 @@ void PartitionMerger::MoveEdges(int32_t dead, int32_t kept) {
 
 void PartitionMerger::LevelFromParents(int32_t handle) {
   Part& part = parts_[handle];
-  int32_t level = 0;
-  int32_t critical = 0;
-  for (const auto& [parent, bytes] : part.parents) {
-    const int32_t above = parts_[parent].level + 1;
-    if (above > level) {
-      level = above;
-      critical = 1;
-    } else if (above == level) {
-      ++critical;
-    }
-  }
-  SetLevel(handle, level);
-  part.critical_parents = critical;
+  LevelOverParents over;
+  for (const auto& [parent, bytes] : part.parents) over.Add(parts_[parent].level);
+  SetLevel(handle, over.level);
+  part.critical_parents = over.critical;
 }
 
 void PartitionMerger::UpdateLevels() {
@@ -280,23 +272,17 @@ void PartitionMerger::UpdateLevels() {
       Part& part = parts_[h];
       const int32_t before = part.level;
       int32_t critical = part.critical_parents;
-      int32_t highest_parent = kNoLevel;
-      int32_t at_highest = 0;
+      LevelOverParents changed;  // over the changed parents alone
       for (const auto& [was, now] : part.parent_changes) {
         if (was + 1 == before) --critical;
         if (now + 1 == before) ++critical;
-        if (now > highest_parent) {
-          highest_parent = now;
-          at_highest = 1;
-        } else if (now == highest_parent) {
-          ++at_highest;
-        }
+        if (now != kNoLevel) changed.Add(now);
       }
       part.parent_changes.clear();
-      if (highest_parent + 1 > before) {
+      if (changed.level > before) {
         // Parents that did not change are at most one level below.
-        SetLevel(h, highest_parent + 1);
-        part.critical_parents = at_highest;
+        SetLevel(h, changed.level);
+        part.critical_parents = changed.critical;
       } else if (critical > 0) {
         part.critical_parents = critical;
       } else {
