@@ -228,30 +228,48 @@ void BM_PartitionGraphSparseNn(benchmark::State& state, int64_t nodes) {
   RunPartitionGraph(state, request);
 }
 
-// sparse_nn on InterleavedRecommendationModel, a table per 8 dense layers,
-// with tables too large for two to share a device: a table's partition
-// each, one device per table (N / 18 of them), and the dense partitions,
-// one per table at first, merged pairwise into one. Each of those merges
-// shortens the chain of dense partitions, so it moves the DAG level of every
-// partition after it.
-void BM_PartitionGraphSparseNnInterleaved(benchmark::State& state, int64_t nodes) {
-  constexpr int kLayersPerTable = 8;
-  const v1::Graph dense = InterleavedRecommendationModel(nodes, kLayersPerTable, 0);
-  int64_t dense_bytes = 0;
-  for (const v1::Node& node : dense.nodes()) dense_bytes += node.size_bytes().total_bytes();
-  const int64_t table_bytes = 2 * dense_bytes;
-  v1::PartitionGraphRequest request;
-  *request.mutable_graph() = InterleavedRecommendationModel(nodes, kLayersPerTable, table_bytes);
+// sparse_nn on `graph`, whose tables are too large for two to share a
+// device: a table's partition each, one device per table, and the dense
+// partitions merged into one.
+void RunSparseNnOneTablePerDevice(benchmark::State& state, v1::Graph graph, int64_t dense_bytes,
+                                  int64_t table_bytes) {
   int tables = 0;
-  for (const v1::Node& node : request.graph().nodes()) {
+  for (const v1::Node& node : graph.nodes()) {
     tables += node.module_type() == "torch.nn.Embedding" ? 1 : 0;
   }
-  *request.mutable_devices() = EqualDevices(request.graph(), tables, 1);
+  v1::PartitionGraphRequest request;
+  *request.mutable_devices() = EqualDevices(graph, tables, 1);
   for (v1::Device& device : *request.mutable_devices()->mutable_devices()) {
     device.set_available_memory_bytes(dense_bytes + table_bytes * 11 / 10);
   }
+  *request.mutable_graph() = std::move(graph);
   request.mutable_config()->set_mode(v1::PartitionerConfig::SPARSE_NN);
   RunPartitionGraph(state, request);
+}
+
+int64_t TotalBytes(const v1::Graph& graph) {
+  int64_t bytes = 0;
+  for (const v1::Node& node : graph.nodes()) bytes += node.size_bytes().total_bytes();
+  return bytes;
+}
+
+// InterleavedRecommendationModel, a table per 8 dense layers (N / 18 tables
+// and devices). Each dense merge shortens the chain of dense partitions, so
+// it moves the DAG level of every partition after it.
+void BM_PartitionGraphSparseNnInterleaved(benchmark::State& state, int64_t nodes) {
+  constexpr int kLayersPerTable = 8;
+  const int64_t dense_bytes = TotalBytes(InterleavedRecommendationModel(nodes, kLayersPerTable, 0));
+  RunSparseNnOneTablePerDevice(
+      state, InterleavedRecommendationModel(nodes, kLayersPerTable, 2 * dense_bytes), dense_bytes,
+      2 * dense_bytes);
+}
+
+// HubRecommendationModel (N / 2 tables and devices): every dense merge adds
+// a parent to the union.
+void BM_PartitionGraphSparseNnHub(benchmark::State& state, int64_t nodes) {
+  const int64_t dense_bytes = TotalBytes(HubRecommendationModel(nodes, 0));
+  RunSparseNnOneTablePerDevice(state, HubRecommendationModel(nodes, 2 * dense_bytes), dense_bytes,
+                               2 * dense_bytes);
 }
 
 // The batch-dimension analysis and data-parallel plan of an aten MLP.
@@ -317,6 +335,13 @@ void RegisterAll() {
       benchmark::RegisterBenchmark(
           absl::StrCat("BM_PartitionGraphSparseNnInterleaved/interleaved/", nodes).c_str(),
           [nodes](benchmark::State& state) { BM_PartitionGraphSparseNnInterleaved(state, nodes); })
+          ->Unit(benchmark::kMillisecond);
+    }
+    // One device per table: N / 2 of them, up to --max_devices (65,536).
+    if (nodes <= 100000) {
+      benchmark::RegisterBenchmark(
+          absl::StrCat("BM_PartitionGraphSparseNnHub/hub/", nodes).c_str(),
+          [nodes](benchmark::State& state) { BM_PartitionGraphSparseNnHub(state, nodes); })
           ->Unit(benchmark::kMillisecond);
     }
     benchmark::RegisterBenchmark(

@@ -315,6 +315,32 @@ inline v1::Graph InterleavedRecommendationModel(int64_t num_nodes, int layers_pe
   return graph;
 }
 
+// A recommendation model whose tables all meet one shared dense layer: a
+// Linear of the dense input (the hub), then per table an nn.Embedding
+// lookup of the ids added to the hub's output. sparse_nn cuts a partition
+// at every lookup and after it, and merges the dense ones into the hub's:
+// each merge adds a table's partition to the union's parents.
+inline v1::Graph HubRecommendationModel(int64_t num_nodes, int64_t table_bytes) {
+  v1::Graph graph;
+  graph.set_name("hub_recommendation");
+  GraphWriter writer(&graph, num_nodes);
+  writer.Add("x", v1::PLACEHOLDER, "x", {});
+  writer.Add("ids", v1::PLACEHOLDER, "ids", {});
+  writer.Linear("hub", "hub", "x");
+  std::string last;
+  for (int64_t t = 0; writer.size() + 3 < num_nodes; ++t) {
+    const std::string lookup = absl::StrCat("embs_", t);
+    v1::Node* table =
+        writer.Add(lookup, v1::CALL_MODULE, absl::StrCat("embs.", t), {"ids"}, table_bytes);
+    table->set_module_type("torch.nn.Embedding");
+    table->set_parameter_count(table_bytes / 4);
+    last = writer.Add(absl::StrCat("add_", t), v1::CALL_FUNCTION, "operator.add", {"hub", lookup})
+               ->name();
+  }
+  writer.Output(last);
+  return graph;
+}
+
 // Equal devices with 10% headroom over the graph's total size split `ways`.
 inline v1::DeviceInventory EqualDevices(const v1::Graph& graph, int num_devices, int ways) {
   int64_t total = 0;
