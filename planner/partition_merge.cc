@@ -45,7 +45,9 @@ PartitionMerger::PartitionMerger(const CompactGraph& graph, PartitionSet set)
     merged_into_[h] = h;
     parts_[h].memory_bytes = built_[h].memory_bytes;
     for (NodeId v : built_[h].nodes) {
-      if (graph_.is_input_node(v)) parts_[h].inputs.insert(v);
+      if (graph_.is_input_node(v) && parts_[h].inputs.insert(v).second) {
+        parts_[h].shareable_bytes += graph_.total_bytes(v);
+      }
     }
     Append(h);
   }
@@ -59,6 +61,8 @@ PartitionMerger::PartitionMerger(const CompactGraph& graph, PartitionSet set)
       if (to < 0 || to == from) continue;
       parts_[from].children[to] += graph_.output_bytes(u);
       parts_[to].parents[from] += graph_.output_bytes(u);
+      parts_[from].shareable_bytes += graph_.output_bytes(u);
+      parts_[to].shareable_bytes += graph_.output_bytes(u);
     }
   }
   // Levels in topological order (Kahn's), whatever order the ids are in.
@@ -92,13 +96,22 @@ absl::Status PartitionMerger::CombineBySize(std::vector<int32_t>& group, int64_t
   while (group_.size() > 1) {
     PARTPLAN_RETURN_IF_ERROR(token.Check());
     const int32_t smallest = std::get<2>(*group_.begin());
-    const int32_t level = parts_[smallest].level;
+    const Part& small = parts_[smallest];
     // Candidates from the most memory down, among the levels within one of
-    // the smallest's: a three-way merge of those levels' members.
+    // the smallest's: a three-way merge of those levels' members. Those
+    // with more memory than `most` cannot fit with it, however much they
+    // share, and are not tried (torch.fx tries them).
+    const int64_t room = device_memory - small.memory_bytes;
+    const int64_t most = room > std::numeric_limits<int64_t>::max() - small.shareable_bytes
+                             ? std::numeric_limits<int64_t>::max()
+                             : room + small.shareable_bytes;
+    const GroupKey above_most{most, std::numeric_limits<int64_t>::max(),
+                              std::numeric_limits<int32_t>::max()};
     using Iterator = GroupSet::const_reverse_iterator;
     std::vector<std::pair<Iterator, Iterator>> ranges;
-    for (int32_t l = std::max(level - 1, 0); l <= level + 1 && l < num_levels; ++l) {
-      ranges.emplace_back(group_by_level_[l].rbegin(), group_by_level_[l].rend());
+    for (int32_t l = std::max(small.level - 1, 0); l <= small.level + 1 && l < num_levels; ++l) {
+      const GroupSet& members = group_by_level_[l];
+      ranges.emplace_back(Iterator(members.upper_bound(above_most)), members.rend());
     }
     int32_t partner = -1;
     while (partner < 0) {
@@ -129,24 +142,30 @@ absl::Status PartitionMerger::CombineBySize(std::vector<int32_t>& group, int64_t
   return absl::OkStatus();
 }
 
-int64_t PartitionMerger::MergedMemory(int32_t a, int32_t b) const {
+PartitionMerger::Overlap PartitionMerger::OverlapOf(int32_t a, int32_t b) const {
   const Part& first = parts_[a];
   const Part& second = parts_[b];
-  int64_t memory = first.memory_bytes + second.memory_bytes;
-  // An input both hold is counted once; an edge between them is no longer
-  // read from outside.
+  Overlap overlap;
   const bool first_smaller = first.inputs.size() < second.inputs.size();
   const absl::flat_hash_set<NodeId>& fewer = first_smaller ? first.inputs : second.inputs;
   const absl::flat_hash_set<NodeId>& more = first_smaller ? second.inputs : first.inputs;
   for (NodeId input : fewer) {
-    if (more.contains(input)) memory -= graph_.total_bytes(input);
+    if (more.contains(input)) overlap.shared_input_bytes += graph_.total_bytes(input);
   }
   for (const auto& [edges, other] :
        {std::pair{&first.children, b}, std::pair{&second.children, a}}) {
     const auto edge = edges->find(other);
-    if (edge != edges->end()) memory -= edge->second;
+    if (edge != edges->end()) overlap.edge_bytes += edge->second;
   }
-  return memory;
+  return overlap;
+}
+
+int64_t PartitionMerger::MergedMemory(int32_t a, int32_t b) const {
+  // An input both hold is counted once; an edge between them is no longer
+  // read from outside.
+  const Overlap overlap = OverlapOf(a, b);
+  return parts_[a].memory_bytes + parts_[b].memory_bytes - overlap.shared_input_bytes -
+         overlap.edge_bytes;
 }
 
 int32_t PartitionMerger::Merge(int32_t a, int32_t b) {
@@ -157,7 +176,11 @@ int32_t PartitionMerger::Merge(int32_t a, int32_t b) {
   const int32_t dead = kept == a ? b : a;
   Part& keep = parts_[kept];
   Part& gone = parts_[dead];
-  keep.memory_bytes = MergedMemory(a, b);
+  const Overlap overlap = OverlapOf(a, b);
+  keep.memory_bytes += gone.memory_bytes - overlap.shared_input_bytes - overlap.edge_bytes;
+  // The edges between the two were counted on both sides.
+  keep.shareable_bytes +=
+      gone.shareable_bytes - overlap.shared_input_bytes - 2 * overlap.edge_bytes;
   LevelTheUnion(kept, dead);
   MoveEdges(dead, kept);
   if (gone.inputs.size() > keep.inputs.size()) std::swap(gone.inputs, keep.inputs);

@@ -24,9 +24,11 @@
 // level differs from that side's; and the descendants whose level moves.
 // That last term is all later partitions when a merge shortens a chain of
 // partitions, so a chain merged one partition at a time is O(P^2); merging
-// into a hub of many parents or children is not. As in torch.fx, a round
-// also tries, from the most memory down, every candidate that cannot take
-// the smallest partition before the one that can.
+// into a hub of many parents or children is not. A round tries candidates
+// from the most memory down, starting at the most that could fit beside the
+// smallest partition if they shared all it can share (its inputs' sizes and
+// its DAG edges' bytes; torch.fx tries every candidate), so what it tries
+// and rejects are those that do not fit only for what they fail to share.
 //
 //   PartitionMerger merger(graph, std::move(set));
 //   PARTPLAN_RETURN_IF_ERROR(merger.CombineBySize(dense_group, memory, token));
@@ -77,6 +79,9 @@ class PartitionMerger {
  private:
   struct Part {
     int64_t memory_bytes = 0;
+    // The most its union with any partition can take off the two
+    // memories: its inputs' sizes and the bytes on its DAG edges.
+    int64_t shareable_bytes = 0;
     int32_t level = 0;
     // How many parents are one level below it (its level's witnesses): a
     // level drops only when the last of them does, and is only then
@@ -103,6 +108,13 @@ class PartitionMerger {
   using GroupKey = std::tuple<int64_t, int64_t, int32_t>;  // memory, place, handle
   using GroupSet = absl::btree_set<GroupKey>;
 
+  // What the union of a and b takes off their two memories: the inputs
+  // both hold, and the bytes on the DAG edges between them.
+  struct Overlap {
+    int64_t shared_input_bytes = 0;
+    int64_t edge_bytes = 0;
+  };
+  Overlap OverlapOf(int32_t a, int32_t b) const;
   // torch.fx's calculate_mem_bytes_needed(a, b).
   int64_t MergedMemory(int32_t a, int32_t b) const;
   // Merges `a` and `b`; returns the handle of the union, which is one of

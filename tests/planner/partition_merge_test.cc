@@ -266,6 +266,13 @@ TEST(PartitionMergerTest, MatchesTorchFxWithTiedMemories) {
   ExpectSameMerges({6, 30, 20, true, 4, false, 0}, 4, 200);
   ExpectSameMerges({3, 20, 30, true, 2, true, 0}, 7, 200);
 }
+// Many inputs, tied sizes, one node a partition: unions often become the
+// smallest partition, and what they can share with a candidate decides
+// which candidates are tried.
+TEST(PartitionMergerTest, MatchesTorchFxWhenUnionsShareInputs) {
+  ExpectSameMerges({12, 60, 10, true, 1, false, 0}, 101, 100);
+  ExpectSameMerges({12, 50, 10, false, 1, false, 0}, 1101, 100);
+}
 TEST(PartitionMergerTest, MatchesTorchFxWithEmptyPartitions) {
   ExpectSameMerges({4, 20, 20, false, 3, false, 20}, 8, 200);
 }
