@@ -8,10 +8,14 @@
 #include <grpcpp/support/error_details.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <utility>
 
@@ -23,9 +27,14 @@
 #include "absl/time/clock.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
+#include "planner/cancellation.h"
+#include "planner/entry_points.h"
 
 namespace partplan {
 namespace {
+
+// The most layers SlowPlanLayers gives (a request of about 4.5 MB).
+constexpr int kMaxSlowLayers = 40000;
 
 grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
   grpc::Slice slice(bytes);
@@ -171,7 +180,7 @@ std::string ExampleRequest(PlannerRpc rpc) {
   return "";
 }
 
-v1::PartitionGraphRequest SlowPartitionRequest(int layers) {
+v1::PartitionGraphRequest InterleavedPartitionRequest(int layers) {
   v1::PartitionGraphRequest request;
   v1::Graph* graph = request.mutable_graph();
   graph->set_name(absl::StrCat("interleaved_", layers));
@@ -217,6 +226,56 @@ v1::PartitionGraphRequest SlowPartitionRequest(int layers) {
   }
   request.mutable_config()->set_mode(v1::PartitionerConfig::SPARSE_NN);
   return request;
+}
+
+namespace {
+
+// The CPU seconds one plan of InterleavedPartitionRequest(layers) takes, at
+// best of two. CPU time, not wall time, so that other work on the machine
+// (tests run side by side) does not make the fit steeper: a plan on a busy
+// machine then takes longer than asked, never shorter.
+double PlanSeconds(int layers) {
+  const v1::PartitionGraphRequest request = InterleavedPartitionRequest(layers);
+  const CancellationToken token;
+  const auto thread_cpu_seconds = [] {
+    timespec now;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+  };
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 2; ++i) {
+    v1::PartitionGraphResponse response;
+    const double start = thread_cpu_seconds();
+    // FAILED_PRECONDITION, by design (InterleavedPartitionRequest).
+    PartitionGraph(request, InputLimits(), token, &response).IgnoreError();
+    best = std::min(best, thread_cpu_seconds() - start);
+  }
+  return best;
+}
+
+// Seconds per layer squared, from the first number of layers (doubling from
+// 100) that plans in at least 50 ms: long enough to time, and to be
+// dominated by the quadratic part.
+double SecondsPerSquaredLayer() {
+  int layers = 100;
+  double seconds = PlanSeconds(layers);
+  while (seconds < 0.05 && layers < kMaxSlowLayers) {
+    layers *= 2;
+    seconds = PlanSeconds(layers);
+  }
+  return seconds / (static_cast<double>(layers) * layers);
+}
+
+}  // namespace
+
+int SlowPlanLayers(absl::Duration plan_time) {
+  static const double seconds_per_squared_layer = SecondsPerSquaredLayer();
+  const double layers = std::sqrt(absl::ToDoubleSeconds(plan_time) / seconds_per_squared_layer);
+  return static_cast<int>(std::clamp(layers, 1.0, static_cast<double>(kMaxSlowLayers)));
+}
+
+v1::PartitionGraphRequest SlowPartitionRequest(absl::Duration plan_time) {
+  return InterleavedPartitionRequest(SlowPlanLayers(plan_time));
 }
 
 int64_t ResidentKib(pid_t pid) {

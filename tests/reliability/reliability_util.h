@@ -104,13 +104,28 @@ bool ParseJsonFile(const std::string& path, google::protobuf::Message* message);
 // every implemented planner answers OK.
 std::string ExampleRequest(PlannerRpc rpc);
 
-// A PartitionGraphRequest whose plan takes the real planner a while (sparse_nn
-// merging partitions of a graph that alternates `layers` times between
-// embedding and dense nodes, the dense ones a chain: O(layers^2)) and which
-// polls its token throughout: what cancellation and deadline tests cancel
-// mid-plan. In the fastbuild tests run in, 800 layers plan in about a second
-// and 1500 in about four; optimised, 40 times faster.
-v1::PartitionGraphRequest SlowPartitionRequest(int layers);
+// A PartitionGraphRequest whose plan takes the real planner about
+// `plan_time` in this build on this machine, polling its token throughout:
+// what cancellation and deadline tests cancel mid-plan. It is
+// InterleavedPartitionRequest(SlowPlanLayers(plan_time)).
+v1::PartitionGraphRequest SlowPartitionRequest(absl::Duration plan_time);
+
+// sparse_nn merging the partitions of a graph that alternates `layers` times
+// between embedding and dense nodes, the dense ones a chain: O(layers^2).
+// The plan ends in FAILED_PRECONDITION (the merged partitions do not fit).
+v1::PartitionGraphRequest InterleavedPartitionRequest(int layers);
+
+// The layers for which InterleavedPartitionRequest plans in about
+// `plan_time`. How long a number of layers takes depends on the build (a
+// fastbuild plans 800 layers in about a second, an optimised build 40 times
+// faster, a sanitizer's build slower) and on the machine, so the first call
+// in a process times a few plans (a few hundred milliseconds) and later
+// calls reuse the fit. The plans are timed in CPU time: on a busy machine a
+// plan takes longer than `plan_time`. The cost is taken as quadratic in the
+// layers, which overstates it where the linear part still counts, so on an
+// idle machine the plan takes `plan_time` or somewhat less (down to about
+// three quarters).
+int SlowPlanLayers(absl::Duration plan_time);
 
 // Resident set size of process `pid` in KiB (VmRSS), or -1.
 int64_t ResidentKib(pid_t pid);

@@ -22,8 +22,8 @@ namespace {
 
 using grpc::StatusCode;
 
-std::string SlowRequest(int layers, int i) {
-  v1::PartitionGraphRequest request = SlowPartitionRequest(layers);
+std::string SlowRequest(absl::Duration plan_time, int i) {
+  v1::PartitionGraphRequest request = SlowPartitionRequest(plan_time);
   request.mutable_graph()->set_name(absl::StrCat("slow_", i));
   return request.SerializeAsString();
 }
@@ -37,12 +37,13 @@ std::unique_ptr<ServerProcess> StartServer(double drain_seconds) {
 }
 
 // Six slow calls: two planning, four queued, as the server's gauges say.
-std::vector<std::unique_ptr<PendingRawCall>> FillThePool(const ServerProcess& server, int layers) {
+std::vector<std::unique_ptr<PendingRawCall>> FillThePool(const ServerProcess& server,
+                                                         absl::Duration plan_time) {
   const std::shared_ptr<grpc::Channel> channel = LoopbackChannel(server.port());
   std::vector<std::unique_ptr<PendingRawCall>> calls;
   for (int i = 0; i < 6; ++i) {
-    calls.push_back(std::make_unique<PendingRawCall>(channel, PlannerRpc::kPartitionGraph,
-                                                     SlowRequest(layers, i), absl::Seconds(120)));
+    calls.push_back(std::make_unique<PendingRawCall>(
+        channel, PlannerRpc::kPartitionGraph, SlowRequest(plan_time, i), absl::Seconds(120)));
   }
   EXPECT_TRUE(WaitForSample(server.metrics_port(), "partplan_planner_in_flight", 2));
   EXPECT_TRUE(WaitForSample(server.metrics_port(), "partplan_planner_queue_depth", 4));
@@ -53,7 +54,7 @@ TEST(SigtermTest, CallsInFlightAreAllAnsweredThenTheServerExits) {
   std::unique_ptr<ServerProcess> server = StartServer(/*drain_seconds=*/60);
   ASSERT_NE(server, nullptr);
   // Plans of about a second each: they all fit in the drain deadline.
-  std::vector<std::unique_ptr<PendingRawCall>> calls = FillThePool(*server, 800);
+  std::vector<std::unique_ptr<PendingRawCall>> calls = FillThePool(*server, absl::Seconds(1));
   ASSERT_FALSE(calls[0]->done()) << "the plans finished before SIGTERM";
 
   const absl::Time sigterm = absl::Now();
@@ -86,7 +87,7 @@ TEST(SigtermTest, CallsOutlastingTheDrainDeadlineAreCancelledAndTheServerExitsOn
   std::unique_ptr<ServerProcess> server = StartServer(kDrainSeconds);
   ASSERT_NE(server, nullptr);
   // Plans of several seconds each.
-  std::vector<std::unique_ptr<PendingRawCall>> calls = FillThePool(*server, 1500);
+  std::vector<std::unique_ptr<PendingRawCall>> calls = FillThePool(*server, absl::Seconds(4));
 
   const absl::Time sigterm = absl::Now();
   server->Signal(SIGTERM);

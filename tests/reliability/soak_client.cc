@@ -59,6 +59,10 @@ namespace partplan {
 namespace {
 
 constexpr int kMaxReceiveBytes = 8 << 20;
+// How long the slow plans take uncancelled: the cancelled ones (50-500 ms
+// in) and those with a 200 ms deadline, and the shorter ones left to finish.
+constexpr absl::Duration kSlowPlan = absl::Seconds(1);
+constexpr absl::Duration kShortSlowPlan = absl::Milliseconds(150);
 
 enum class Kind { kValid, kHostile, kGarbage, kCancel, kDeadline, kSlow, kOversized };
 constexpr const char* kKindNames[] = {"valid",    "hostile", "garbage",  "cancel",
@@ -217,7 +221,8 @@ void Worker(int id, int port, absl::Time stop, const std::vector<Seed>& seeds, S
       case Kind::kCancel:
       case Kind::kDeadline:
       case Kind::kSlow: {
-        v1::PartitionGraphRequest request = SlowPartitionRequest(kind == Kind::kSlow ? 300 : 800);
+        v1::PartitionGraphRequest request =
+            SlowPartitionRequest(kind == Kind::kSlow ? kShortSlowPlan : kSlowPlan);
         request.mutable_graph()->set_name(absl::StrCat("soak-slow-", unique));
         bytes = request.SerializeAsString();
         rpc = PlannerRpc::kPartitionGraph;
@@ -252,6 +257,9 @@ int Main() {
     std::fprintf(stderr, "no seed requests: run from the workspace root\n");
     return 2;
   }
+  // Timed here, before the load, once for every worker (SlowPlanLayers).
+  const int slow_layers = SlowPlanLayers(kSlowPlan);
+  const int short_slow_layers = SlowPlanLayers(kShortSlowPlan);
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
       {"--planner_threads=2", "--queue_depth=16", "--plan_cache_bytes=4194304",
        absl::StrCat("--max_receive_message_bytes=", kMaxReceiveBytes), "--drain_deadline_seconds=5"},
@@ -264,8 +272,11 @@ int Main() {
   const int seconds = absl::GetFlag(FLAGS_seconds);
   const absl::Time start = absl::Now();
   const absl::Time stop = start + absl::Seconds(seconds);
-  std::printf("soak: %d s, %d clients, %zu seed requests, server pid %d (log %s)\n", seconds,
-              absl::GetFlag(FLAGS_concurrency), seeds.size(), pid, (*server)->log_path().c_str());
+  std::printf(
+      "soak: %d s, %d clients, %zu seed requests, slow plans of %d and %d layers, server pid %d "
+      "(log %s)\n",
+      seconds, absl::GetFlag(FLAGS_concurrency), seeds.size(), slow_layers, short_slow_layers, pid,
+      (*server)->log_path().c_str());
   std::fflush(stdout);
 
   Stats stats;
