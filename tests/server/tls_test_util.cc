@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -44,7 +45,8 @@ void SetDeadline(grpc::ClientContext& context) {
 std::string FreshTestDir(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-  std::system(("rm -rf " + Quote(dir) + " && mkdir -p " + Quote(dir)).c_str());
+  const int status = std::system(("rm -rf " + Quote(dir) + " && mkdir -p " + Quote(dir)).c_str());
+  EXPECT_EQ(status, 0) << "cannot make an empty " << dir;
   return dir;
 }
 
@@ -85,8 +87,10 @@ absl::Status SecretVolume::Publish(const std::map<std::string, std::string>& fil
     if (absl::Status status = WriteTestFile(path(version) + "/" + name, contents); !status.ok()) {
       return status;
     }
-    // ln -s ..data/<name> <name>, once.
-    symlink(("..data/" + name).c_str(), path(name).c_str());
+    // ln -s ..data/<name> <name>, once (later versions find it there).
+    if (symlink(("..data/" + name).c_str(), path(name).c_str()) != 0 && errno != EEXIST) {
+      return absl::InternalError("cannot link " + path(name));
+    }
   }
   // ln -s <version> ..data_tmp && rename: one atomic switch of every file.
   const std::string staged = path("..data_tmp");
