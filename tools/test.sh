@@ -4,6 +4,7 @@
 #   tools/test.sh                   # all tests
 #   tools/test.sh --config=asan     # extra Bazel flags are passed through
 #   PARTPLAN_SANITIZE=1 tools/test.sh  # also every C++ test under ASan+UBSan
+#   PARTPLAN_OPT=0 tools/test.sh       # without the second run in -c opt
 #
 # Installs missing Debian packages first (tools/install_deps.sh --python:
 # the Python client's tests need python3-torch, python3-torchvision,
@@ -13,7 +14,11 @@
 # unittest cases (client/python/tests/run.py, run with /usr/bin/python3 or
 # $PARTPLAN_PYTHON against the server binary this run built).
 #
-# With PARTPLAN_SANITIZE=1 the C++ tests run a second time, built with
+# The Bazel tests run a second time built with --config=opt, as the image's
+# binary is, and their cases count too (PARTPLAN_OPT=0 skips that run, and
+# so do Bazel flags given on the command line).
+#
+# With PARTPLAN_SANITIZE=1 the C++ tests run once more, built with
 # --config=asan-ubsan (into an output directory of their own), and their
 # cases count too. It is off by default: a cold sanitizer build and run took
 # about 25 minutes on a 2-core machine (README.md, "Reliability").
@@ -72,25 +77,48 @@ if [[ $bazel_status -ne 0 && $failed -eq 0 ]]; then
   failed=1
 fi
 
+# rerun_cpp_tests CONFIG EXCLUDED: every test but those under EXCLUDED (a
+# package pattern, or "" for none) again, built with --config=CONFIG into
+# that config's own output directory; their cases count too.
+rerun_cpp_tests() {
+  local config=$1 excluded=$2
+  local query='tests(//...)' patterns=(//...)
+  if [[ -n "$excluded" ]]; then
+    query="$query except tests($excluded)"
+    patterns+=("-$excluded")
+  fi
+  local rerun_targets rerun_summary rerun_status failed_before
+  rerun_targets=$(bazel query "$query" 2>/dev/null)
+  rerun_summary=$(mktemp)
+  # --symlink_prefix=/: the bazel-* links keep pointing at the first run's build.
+  bazel test --config="$config" --symlink_prefix=/ --keep_going --test_summary=short \
+    "${extra_flags[@]}" -- \
+    "${patterns[@]}" 2>&1 | tee "$rerun_summary"
+  rerun_status=${PIPESTATUS[0]}
+  failed_before=$failed
+  # shellcheck disable=SC2086  # one target per word
+  count_reports "$rerun_summary" \
+    "$(bazel info --config="$config" bazel-testlogs "${extra_flags[@]}" 2>/dev/null)" $rerun_targets
+  rm -f "$rerun_summary"
+  if [[ $rerun_status -ne 0 && $failed -eq $failed_before ]]; then
+    failed=$((failed + 1))
+  fi
+  if [[ $rerun_status -ne 0 ]]; then
+    bazel_status=$rerun_status
+  fi
+}
+extra_flags=("$@")
+
+# The build that ships (deploy/docker/Dockerfile builds with -c opt): the
+# tests' timing and the compiler's warnings differ there.
+if [[ "${PARTPLAN_OPT:-1}" == 1 && ${#extra_flags[@]} -eq 0 ]]; then
+  rerun_cpp_tests opt ""
+fi
+
 if [[ "${PARTPLAN_SANITIZE:-0}" == 1 ]]; then
   # The C++ tests only: tests/deploy checks the image's packages against the
   # binary's libraries, which under sanitizers include libasan and libubsan.
-  sanitize_targets=$(bazel query 'tests(//...) except tests(//tests/deploy/...)' 2>/dev/null)
-  sanitize_summary=$(mktemp)
-  bazel test --config=asan-ubsan --keep_going --test_summary=short "$@" -- //... -//tests/deploy/... \
-    2>&1 | tee "$sanitize_summary"
-  sanitize_status=${PIPESTATUS[0]}
-  failed_before=$failed
-  # shellcheck disable=SC2086
-  count_reports "$sanitize_summary" \
-    "$(bazel info --config=asan-ubsan bazel-testlogs "$@" 2>/dev/null)" $sanitize_targets
-  rm -f "$sanitize_summary"
-  if [[ $sanitize_status -ne 0 && $failed -eq $failed_before ]]; then
-    failed=$((failed + 1))
-  fi
-  if [[ $sanitize_status -ne 0 ]]; then
-    bazel_status=$sanitize_status
-  fi
+  rerun_cpp_tests asan-ubsan //tests/deploy/...
 fi
 
 # The Python client (client/python): its last line is
