@@ -84,6 +84,17 @@ class FaultsTest : public ::testing::Test {
   std::shared_ptr<grpc::Channel> channel_;
 };
 
+// The slow request's size follows the time asked for, as a quadratic cost
+// does (four times the time, twice the layers), whatever this build's speed.
+TEST(SlowPlanLayersTest, LayersGrowAsTheSquareRootOfThePlanTime) {
+  const int one_second = SlowPlanLayers(absl::Seconds(1));
+  EXPECT_GE(one_second, 10);
+  EXPECT_NEAR(SlowPlanLayers(absl::Seconds(4)), 2 * one_second, 2);
+  EXPECT_NEAR(SlowPlanLayers(absl::Milliseconds(250)), one_second / 2, 2);
+  EXPECT_GE(SlowPlanLayers(absl::ZeroDuration()), 1);
+  EXPECT_EQ(InterleavedPartitionRequest(one_second).graph().nodes_size(), 2 * one_second + 2);
+}
+
 TEST_F(FaultsTest, ClientsCancellingMidPlanStopTheirPlannersAndThePoolServesOn) {
   StartServer();
   // Six clients at once: two plans run, four wait in the queue.
