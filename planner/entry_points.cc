@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -36,15 +37,44 @@ absl::Status PartitionImported(const CompactGraph& graph, const v1::DeviceInvent
   return absl::OkStatus();
 }
 
-// Imports and validates the graph and inventory, then partitions.
-absl::Status RunPartitioner(const GraphSource& graph_source, const v1::DeviceInventory& inventory,
-                            const v1::PartitionerConfig& config, v1::NodeReferences node_references,
-                            const InputLimits& limits, const CancellationToken& token,
-                            v1::PartitionPlan* plan) {
+// What PartitionGraph and Plan do once the graph is imported: fill `plan`
+// naming nodes as `node_references` says, its planner_seconds counted from
+// `start`.
+using PlanImportedFunction =
+    absl::FunctionRef<absl::Status(const CompactGraph& graph, v1::NodeReferences node_references,
+                                   absl::Time start, v1::PartitionPlan* plan)>;
+
+// Checks the node references, imports and validates the graph, then plans.
+absl::Status ImportAndPlan(const GraphSource& graph_source, v1::NodeReferences node_references,
+                           const InputLimits& limits, const CancellationToken& token,
+                           PlanImportedFunction plan_imported, v1::PartitionPlan* plan) {
   const absl::Time start = absl::Now();
   PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(node_references));
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
-  return PartitionImported(graph, inventory, config, node_references, limits, token, start, plan);
+  return plan_imported(graph, node_references, start, plan);
+}
+
+// ImportAndPlan with the response (PartitionGraphResponse or PlanResponse)
+// serialised as the server sends it: a plan by name is planned by node index
+// and its names written straight from the graph.
+template <typename Response>
+absl::Status ImportPlanAndSerialize(const GraphSource& graph_source,
+                                    v1::NodeReferences node_references, const InputLimits& limits,
+                                    const CancellationToken& token,
+                                    PlanImportedFunction plan_imported,
+                                    absl::Cord* response_bytes) {
+  const bool by_name = node_references == v1::NODE_REFERENCES_NAMES;
+  Response response;
+  return ImportAndPlan(
+      graph_source, node_references, limits, token,
+      [&](const CompactGraph& graph, v1::NodeReferences checked, absl::Time start,
+          v1::PartitionPlan* plan) {
+        PARTPLAN_RETURN_IF_ERROR(
+            plan_imported(graph, by_name ? v1::NODE_REFERENCES_INDICES : checked, start, plan));
+        return by_name ? SerializeResponseWithNames(graph, &response, response_bytes)
+                       : SerializeWithinLimit(response, response_bytes);
+      },
+      response.mutable_plan());
 }
 
 // The shards of a ShardGraph response by node index as partitions: their
@@ -76,12 +106,10 @@ PartitionSet ShardsToPartitions(const CompactGraph& graph, const v1::ShardGraphR
 
 // Plan with a shard planner: its shards, placed (best fit when the planner
 // chose no devices), become the plan's partitions.
-absl::Status RunShardPlanner(const v1::PlanRequest& request, const GraphSource& graph_source,
-                             const InputLimits& limits, const CancellationToken& token,
-                             v1::PartitionPlan* plan) {
-  const absl::Time start = absl::Now();
-  PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(request.node_references()));
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
+absl::Status ShardImported(const CompactGraph& graph, const v1::PlanRequest& request,
+                           v1::NodeReferences node_references, const InputLimits& limits,
+                           const CancellationToken& token, absl::Time start,
+                           v1::PartitionPlan* plan) {
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(request.devices(), limits));
   v1::ShardGraphRequest shard_request;
   *shard_request.mutable_config() = request.shard();
@@ -97,9 +125,43 @@ absl::Status RunShardPlanner(const v1::PlanRequest& request, const GraphSource& 
     PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));
   }
   PARTPLAN_RETURN_IF_ERROR(DescribePlan(graph, devices, set, loads, shards.summary().planner(),
-                                        "shard", request.node_references(), token, plan));
+                                        "shard", node_references, token, plan));
   plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   return absl::OkStatus();
+}
+
+// Plan once the graph is imported, with the planner the request names.
+absl::Status PlanImported(const CompactGraph& graph, const v1::PlanRequest& request,
+                          v1::NodeReferences node_references, const InputLimits& limits,
+                          const CancellationToken& token, absl::Time start,
+                          v1::PartitionPlan* plan) {
+  if (request.planner_case() == v1::PlanRequest::kShard) {
+    return ShardImported(graph, request, node_references, limits, token, start, plan);
+  }
+  // The partitioner names its options `config` (PartitionGraphRequest's
+  // field); here they are `partitioner`.
+  return WithFieldPrefix(PartitionImported(graph, request.devices(), request.partitioner(),
+                                           node_references, limits, token, start, plan),
+                         "config", "partitioner");
+}
+
+// The planning steps of PartitionGraph and Plan, for ImportAndPlan and
+// ImportPlanAndSerialize; each refers to its arguments, which must outlive
+// it.
+auto PartitionerFor(const v1::PartitionGraphRequest& request, const InputLimits& limits,
+                    const CancellationToken& token) {
+  return [&request, &limits, &token](const CompactGraph& graph, v1::NodeReferences node_references,
+                                     absl::Time start, v1::PartitionPlan* plan) {
+    return PartitionImported(graph, request.devices(), request.config(), node_references, limits,
+                             token, start, plan);
+  };
+}
+auto PlannerFor(const v1::PlanRequest& request, const InputLimits& limits,
+                const CancellationToken& token) {
+  return [&request, &limits, &token](const CompactGraph& graph, v1::NodeReferences node_references,
+                                     absl::Time start, v1::PartitionPlan* plan) {
+    return PlanImported(graph, request, node_references, limits, token, start, plan);
+  };
 }
 
 }  // namespace
@@ -107,24 +169,16 @@ absl::Status RunShardPlanner(const v1::PlanRequest& request, const GraphSource& 
 absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const GraphSource& graph,
                             const InputLimits& limits, const CancellationToken& token,
                             v1::PartitionGraphResponse* response) {
-  return RunPartitioner(graph, request.devices(), request.config(), request.node_references(),
-                        limits, token, response->mutable_plan());
+  return ImportAndPlan(graph, request.node_references(), limits, token,
+                       PartitionerFor(request, limits, token), response->mutable_plan());
 }
 
 absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
-                                      const GraphSource& graph_source, const InputLimits& limits,
+                                      const GraphSource& graph, const InputLimits& limits,
                                       const CancellationToken& token, absl::Cord* response_bytes) {
-  const absl::Time start = absl::Now();
-  PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(request.node_references()));
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
-  const bool by_name = request.node_references() == v1::NODE_REFERENCES_NAMES;
-  v1::PartitionGraphResponse response;
-  PARTPLAN_RETURN_IF_ERROR(
-      PartitionImported(graph, request.devices(), request.config(),
-                        by_name ? v1::NODE_REFERENCES_INDICES : request.node_references(), limits,
-                        token, start, response.mutable_plan()));
-  return by_name ? SerializeResponseWithNames(graph, &response, response_bytes)
-                 : SerializeWithinLimit(response, response_bytes);
+  return ImportPlanAndSerialize<v1::PartitionGraphResponse>(
+      graph, request.node_references(), limits, token, PartitionerFor(request, limits, token),
+      response_bytes);
 }
 
 absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph_source,
@@ -188,15 +242,16 @@ absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
 absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
                   const InputLimits& limits, const CancellationToken& token,
                   v1::PlanResponse* response) {
-  if (request.planner_case() == v1::PlanRequest::kShard) {
-    return RunShardPlanner(request, graph, limits, token, response->mutable_plan());
-  }
-  // The partitioner names its options `config` (PartitionGraphRequest's
-  // field); here they are `partitioner`.
-  return WithFieldPrefix(
-      RunPartitioner(graph, request.devices(), request.partitioner(), request.node_references(),
-                     limits, token, response->mutable_plan()),
-      "config", "partitioner");
+  return ImportAndPlan(graph, request.node_references(), limits, token,
+                       PlannerFor(request, limits, token), response->mutable_plan());
+}
+
+absl::Status PlanSerialized(const v1::PlanRequest& request, const GraphSource& graph,
+                            const InputLimits& limits, const CancellationToken& token,
+                            absl::Cord* response_bytes) {
+  return ImportPlanAndSerialize<v1::PlanResponse>(graph, request.node_references(), limits, token,
+                                                  PlannerFor(request, limits, token),
+                                                  response_bytes);
 }
 
 absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph_source,

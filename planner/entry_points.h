@@ -76,6 +76,13 @@ absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
                   const InputLimits& limits, const CancellationToken& token,
                   v1::PlanResponse* response);
 
+// Plan with its response serialised, as PartitionGraphSerialized does
+// PartitionGraph's: the two responses hold their plan alike, whichever
+// planner (a partitioner or a shard planner) made it.
+absl::Status PlanSerialized(const v1::PlanRequest& request, const GraphSource& graph,
+                            const InputLimits& limits, const CancellationToken& token,
+                            absl::Cord* response_bytes);
+
 absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph,
                       const InputLimits& limits, const CancellationToken& token,
                       v1::ValidateResponse* response);

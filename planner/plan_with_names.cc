@@ -22,6 +22,7 @@ enum WireType : uint8_t { kVarint = 0, kLengthDelimited = 2 };
 // is one byte.
 constexpr uint8_t Tag(int field, WireType type) { return static_cast<uint8_t>(field << 3 | type); }
 static_assert(v1::PartitionGraphResponse::kPlanFieldNumber < 16 &&
+                  v1::PlanResponse::kPlanFieldNumber < 16 &&
                   v1::PartitionPlan::kAssignmentsFieldNumber < 16 &&
                   v1::PartitionPlan::kPartitionsFieldNumber < 16 &&
                   v1::NodePartition::kNodeFieldNumber < 16 &&
@@ -40,6 +41,11 @@ static_assert(v1::PartitionPlan::kAssignmentsFieldNumber < v1::PartitionPlan::kP
                   v1::NodePartition::kNodeFieldNumber < v1::NodePartition::kPartitionFieldNumber,
               "field order");
 
+// Both responses that carry a plan hold it in the same field, so that one
+// writer serves both.
+static_assert(static_cast<int>(v1::PartitionGraphResponse::kPlanFieldNumber) ==
+                  static_cast<int>(v1::PlanResponse::kPlanFieldNumber),
+              "one plan field");
 constexpr uint8_t kPlanTag = Tag(v1::PartitionGraphResponse::kPlanFieldNumber, kLengthDelimited);
 constexpr uint8_t kAssignmentTag =
     Tag(v1::PartitionPlan::kAssignmentsFieldNumber, kLengthDelimited);
@@ -164,20 +170,11 @@ struct PartitionBytes {
   size_t payload = 0;  // the partition's length with its node names
 };
 
-}  // namespace
-
-absl::Status SerializeWithinLimit(const google::protobuf::Message& response, absl::Cord* bytes) {
-  std::string serialized;
-  if (!response.SerializeToString(&serialized)) {
-    return TooLargeError(response.ByteSizeLong());
-  }
-  *bytes = absl::Cord(std::move(serialized));
-  return absl::OkStatus();
-}
-
-absl::Status SerializeResponseWithNames(const CompactGraph& graph,
-                                        v1::PartitionGraphResponse* by_index, absl::Cord* bytes,
-                                        size_t piece_bytes) {
+// SerializeResponseWithNames for either response holding a plan
+// (PartitionGraphResponse, PlanResponse).
+template <typename Response>
+absl::Status WriteResponseWithNames(const CompactGraph& graph, Response* by_index,
+                                    absl::Cord* bytes, size_t piece_bytes) {
   v1::PartitionPlan& plan = *by_index->mutable_plan();
 
   // The assignments: one per node in a partition, in graph order.
@@ -265,6 +262,28 @@ absl::Status SerializeResponseWithNames(const CompactGraph& graph,
                                             " bytes and written as ", bytes->size()));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SerializeWithinLimit(const google::protobuf::Message& response, absl::Cord* bytes) {
+  std::string serialized;
+  if (!response.SerializeToString(&serialized)) {
+    return TooLargeError(response.ByteSizeLong());
+  }
+  *bytes = absl::Cord(std::move(serialized));
+  return absl::OkStatus();
+}
+
+absl::Status SerializeResponseWithNames(const CompactGraph& graph,
+                                        v1::PartitionGraphResponse* by_index, absl::Cord* bytes,
+                                        size_t piece_bytes) {
+  return WriteResponseWithNames(graph, by_index, bytes, piece_bytes);
+}
+
+absl::Status SerializeResponseWithNames(const CompactGraph& graph, v1::PlanResponse* by_index,
+                                        absl::Cord* bytes, size_t piece_bytes) {
+  return WriteResponseWithNames(graph, by_index, bytes, piece_bytes);
 }
 
 }  // namespace partplan

@@ -1,5 +1,5 @@
-// SerializeResponseWithNames: a PartitionGraph response naming its nodes,
-// written as bytes straight from a plan by node index and the graph.
+// SerializeResponseWithNames: a PartitionGraph or Plan response naming its
+// nodes, written as bytes straight from a plan by node index and the graph.
 //
 // A plan by name lists every node's name twice (the assignments and the
 // partitions' nodes). Built as protobuf messages, that is a message and a
@@ -45,6 +45,11 @@ inline constexpr size_t kResponsePieceBytes = size_t{1} << 20;
 // protobuf's own serialiser refuses it, and `*bytes` is then unspecified.
 absl::Status SerializeResponseWithNames(const CompactGraph& graph,
                                         v1::PartitionGraphResponse* by_index, absl::Cord* bytes,
+                                        size_t piece_bytes = kResponsePieceBytes);
+// The same for the Plan RPC, whose response holds its plan as
+// PartitionGraph's does (the same field), whichever planner made it.
+absl::Status SerializeResponseWithNames(const CompactGraph& graph, v1::PlanResponse* by_index,
+                                        absl::Cord* bytes,
                                         size_t piece_bytes = kResponsePieceBytes);
 
 // Serialises `response` into `*bytes`: INTERNAL where protobuf refuses, a

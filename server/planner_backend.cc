@@ -5,15 +5,40 @@
 
 namespace partplan {
 
+namespace {
+
+// The default of the backend's *Serialized methods: the message `plan`
+// fills, serialised.
+template <typename Request, typename Response>
+absl::Status SerializeWhatItFills(PlannerBackend& backend,
+                                  absl::Status (PlannerBackend::*plan)(const Request&,
+                                                                       const GraphSource&,
+                                                                       const CancellationToken&,
+                                                                       Response*),
+                                  const Request& request, const GraphSource& graph,
+                                  const CancellationToken& token, absl::Cord* response_bytes) {
+  Response response;
+  if (absl::Status status = (backend.*plan)(request, graph, token, &response); !status.ok()) {
+    return status;
+  }
+  return SerializeWithinLimit(response, response_bytes);
+}
+
+}  // namespace
+
 absl::Status PlannerBackend::PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
                                                       const GraphSource& graph,
                                                       const CancellationToken& token,
                                                       absl::Cord* response_bytes) {
-  v1::PartitionGraphResponse response;
-  if (absl::Status status = PartitionGraph(request, graph, token, &response); !status.ok()) {
-    return status;
-  }
-  return SerializeWithinLimit(response, response_bytes);
+  return SerializeWhatItFills(*this, &PlannerBackend::PartitionGraph, request, graph, token,
+                              response_bytes);
+}
+
+absl::Status PlannerBackend::PlanSerialized(const v1::PlanRequest& request,
+                                            const GraphSource& graph,
+                                            const CancellationToken& token,
+                                            absl::Cord* response_bytes) {
+  return SerializeWhatItFills(*this, &PlannerBackend::Plan, request, graph, token, response_bytes);
 }
 
 namespace {
@@ -55,6 +80,10 @@ class LibraryPlannerBackend final : public PlannerBackend {
   absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
                     const CancellationToken& token, v1::PlanResponse* response) override {
     return partplan::Plan(request, graph, limits_, token, response);
+  }
+  absl::Status PlanSerialized(const v1::PlanRequest& request, const GraphSource& graph,
+                              const CancellationToken& token, absl::Cord* response_bytes) override {
+    return partplan::PlanSerialized(request, graph, limits_, token, response_bytes);
   }
   absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph,
                         const CancellationToken& token, v1::ValidateResponse* response) override {

@@ -63,6 +63,10 @@ class PlannerBackend {
                                         v1::PlanDataParallelResponse* response) = 0;
   virtual absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
                             const CancellationToken& token, v1::PlanResponse* response) = 0;
+  // Plan's response serialised, as PartitionGraphSerialized is
+  // PartitionGraph's (PlanSerialized in planner/entry_points.h).
+  virtual absl::Status PlanSerialized(const v1::PlanRequest& request, const GraphSource& graph,
+                                      const CancellationToken& token, absl::Cord* response_bytes);
   virtual absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph,
                                 const CancellationToken& token, v1::ValidateResponse* response) = 0;
 };

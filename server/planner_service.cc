@@ -101,6 +101,25 @@ class ReceivedRequest {
   ChunkedBytes bytes_;
 };
 
+// A PlannerBackend method that answers with the response's bytes.
+template <typename Request>
+using SerializingMethod = absl::Status (PlannerBackend::*)(const Request&, const GraphSource&,
+                                                           const CancellationToken&, absl::Cord*);
+
+// The backend method that answers an RPC of `Request` with its response's
+// bytes, for the RPCs whose plan by name the library writes without building
+// it as messages (PartitionGraph and Plan); nullptr for the others.
+template <typename Request>
+constexpr SerializingMethod<Request> SerializingMethodFor() {
+  if constexpr (std::is_same_v<Request, v1::PartitionGraphRequest>) {
+    return &PlannerBackend::PartitionGraphSerialized;
+  } else if constexpr (std::is_same_v<Request, v1::PlanRequest>) {
+    return &PlannerBackend::PlanSerialized;
+  } else {
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 // One call from its handler to Finish: the planner's cancellation token, and
@@ -259,21 +278,19 @@ template <typename Request, typename Response>
 absl::Status PlannerService::PlanAndSerialize(BackendMethod<Request, Response> plan,
                                               const Request& request, const GraphSource& graph,
                                               PlannerCall& call, grpc::ByteBuffer* response) {
-  if constexpr (std::is_same_v<Request, v1::PartitionGraphRequest>) {
-    if (plan == &PlannerBackend::PartitionGraph) {
-      // Planned and serialised in one step, so that a plan by name is
-      // written from the graph's names rather than built as a message per
-      // node (planner_backend.h).
-      absl::Cord bytes;
-      if (absl::Status planning =
-              backend_.PartitionGraphSerialized(request, graph, call.token(), &bytes);
-          !planning.ok()) {
-        return planning;
-      }
-      grpc::ByteBuffer buffer = ByteBufferOf(std::move(bytes));
-      response->Swap(&buffer);
-      return absl::OkStatus();
+  if constexpr (constexpr SerializingMethod<Request> serializing = SerializingMethodFor<Request>();
+                serializing != nullptr) {
+    // Planned and serialised in one step, so that a plan by name is
+    // written from the graph's names rather than built as a message per
+    // node (planner_backend.h).
+    absl::Cord bytes;
+    if (absl::Status planning = (backend_.*serializing)(request, graph, call.token(), &bytes);
+        !planning.ok()) {
+      return planning;
     }
+    grpc::ByteBuffer buffer = ByteBufferOf(std::move(bytes));
+    response->Swap(&buffer);
+    return absl::OkStatus();
   }
   auto* planned = google::protobuf::Arena::CreateMessage<Response>(&call.arena());
   if (absl::Status planning = (backend_.*plan)(request, graph, call.token(), planned);

@@ -383,57 +383,79 @@ void ClearWallTimes(google::protobuf::Message* message) {
   }
 }
 
-void CheckServedAsSerialized(const v1::PartitionGraphRequest& request, const GraphSource& graph,
-                             const absl::Status& status, const std::string& response_bytes) {
-  constexpr absl::string_view kRpc = "PartitionGraph";
+namespace {
+
+// CheckServedAsSerialized for the RPC `rpc` whose bytes `serialized` writes.
+template <typename Request, typename Response>
+void CheckSerializedRpc(absl::string_view rpc,
+                        absl::Status (*serialized)(const Request&, const GraphSource&,
+                                                   const InputLimits&, const CancellationToken&,
+                                                   absl::Cord*),
+                        const Request& request, const GraphSource& graph,
+                        const absl::Status& status, const std::string& response_bytes) {
+  const std::string name = absl::StrCat(rpc, "Serialized");
   absl::Cord served;
   const absl::Status served_status =
-      PartitionGraphSerialized(request, graph, FuzzLimits(), CancellationToken(), &served);
+      serialized(request, graph, FuzzLimits(), CancellationToken(), &served);
   if (served_status != status) {
-    FailWith(kRpc, "PartitionGraphSerialized gave " + served_status.ToString() + " against " +
-                       status.ToString());
+    FailWith(rpc, absl::StrCat(name, " gave ", served_status.ToString(), " against ",
+                               status.ToString()));
   }
   if (!status.ok()) return;
-  v1::PartitionGraphResponse response;
+  Response response;
   if (!response.ParseFromString(std::string(served))) {
-    FailWith(kRpc, "PartitionGraphSerialized's bytes do not parse");
+    FailWith(rpc, name + "'s bytes do not parse");
   }
   ClearWallTimes(&response);
   if (Serialize(response) != response_bytes) {
-    FailWith(kRpc, "PartitionGraphSerialized's response differs from PartitionGraph's");
+    FailWith(rpc, absl::StrCat(name, "'s response differs from ", rpc, "'s"));
   }
   if (request.node_references() != v1::NODE_REFERENCES_NAMES) return;
   // The same plan by name written in pieces of a few bytes: a fuzzed
   // response is far under the 1 MiB pieces the server writes, so this is
   // where field headers and blobs cross pieces (names and assignments are
   // kept whole, in a larger piece if need be).
-  v1::PartitionGraphRequest by_index_request = request;
+  Request by_index_request = request;
   by_index_request.set_node_references(v1::NODE_REFERENCES_INDICES);
   absl::Cord by_index_bytes;
-  v1::PartitionGraphResponse by_index;
+  Response by_index;
   absl::StatusOr<CompactGraph> imported = ImportGraph(graph, FuzzLimits(), CancellationToken());
-  const absl::Status by_index_status = PartitionGraphSerialized(
-      by_index_request, graph, FuzzLimits(), CancellationToken(), &by_index_bytes);
+  const absl::Status by_index_status =
+      serialized(by_index_request, graph, FuzzLimits(), CancellationToken(), &by_index_bytes);
   if (!by_index_status.ok() || !imported.ok() ||
       !by_index.ParseFromString(std::string(by_index_bytes))) {
-    FailWith(kRpc, absl::StrCat("the plan by index (", by_index_status.ToString(),
-                                ") or the graph's import (", imported.status().ToString(),
-                                ") failed where the plan by name did not"));
+    FailWith(rpc, absl::StrCat("the plan by index (", by_index_status.ToString(),
+                               ") or the graph's import (", imported.status().ToString(),
+                               ") failed where the plan by name did not"));
   }
   const size_t piece_bytes = 1 + response_bytes.size() % 61;
   absl::Cord in_pieces;
   const absl::Status pieces_status =
       SerializeResponseWithNames(*imported, &by_index, &in_pieces, piece_bytes);
-  v1::PartitionGraphResponse from_pieces;
+  Response from_pieces;
   if (!pieces_status.ok() || !from_pieces.ParseFromString(std::string(in_pieces))) {
-    FailWith(kRpc, absl::StrCat("the plan by name in pieces of ", piece_bytes,
-                                " bytes does not parse: ", pieces_status.ToString()));
+    FailWith(rpc, absl::StrCat("the plan by name in pieces of ", piece_bytes,
+                               " bytes does not parse: ", pieces_status.ToString()));
   }
   ClearWallTimes(&from_pieces);
   if (Serialize(from_pieces) != response_bytes) {
-    FailWith(kRpc, absl::StrCat("the plan by name in pieces of ", piece_bytes,
-                                " bytes differs from PartitionGraph's"));
+    FailWith(rpc, absl::StrCat("the plan by name in pieces of ", piece_bytes,
+                               " bytes differs from ", rpc, "'s"));
   }
+}
+
+}  // namespace
+
+void CheckServedAsSerialized(const v1::PartitionGraphRequest& request, const GraphSource& graph,
+                             const absl::Status& status, const std::string& response_bytes) {
+  CheckSerializedRpc<v1::PartitionGraphRequest, v1::PartitionGraphResponse>(
+      "PartitionGraph", &PartitionGraphSerialized, request, graph, status, response_bytes);
+}
+
+void CheckServedAsSerialized(const v1::PlanRequest& request, const GraphSource& graph,
+                             const absl::Status& status, const std::string& response_bytes) {
+  CheckSerializedRpc<v1::PlanRequest, v1::PlanResponse>("Plan", &PlanSerialized, request, graph,
+                                                        status, response_bytes);
 }
 
 std::string Serialize(const google::protobuf::Message& message) {

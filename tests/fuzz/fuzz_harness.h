@@ -11,8 +11,9 @@
 //     negative time;
 //   - the same request gives the same response bytes again (with
 //     summary.planner_seconds, wall time, cleared);
-//   - PartitionGraph as the server answers it (PartitionGraphSerialized,
-//     which writes a plan by name without a message) gives the same status
+//   - PartitionGraph and Plan as the server answers them
+//     (PartitionGraphSerialized, PlanSerialized, which write a plan by name
+//     without a message) give the same status
 //     and the same response, and so does a plan by name written in pieces
 //     of a few bytes (the server's are 1 MiB, more than a fuzzed response).
 // Crashes, leaks, undefined behaviour and timeouts are findings too: the
@@ -98,12 +99,14 @@ absl::Status RunChecked(absl::Status (*entry)(const Request&, const GraphSource&
   return status;
 }
 
-// Aborts unless PartitionGraphSerialized on `request` and `graph` gives
-// `status`, and when OK, bytes that parse to the response `response_bytes`
-// holds (serialised by Serialize, wall times cleared); and, for a plan by
-// name, unless SerializeResponseWithNames in pieces of 1 to 61 bytes gives
-// that response too.
+// Aborts unless PartitionGraphSerialized (PlanSerialized) on `request` and
+// `graph` gives `status`, and when OK, bytes that parse to the response
+// `response_bytes` holds (serialised by Serialize, wall times cleared); and,
+// for a plan by name, unless SerializeResponseWithNames in pieces of 1 to 61
+// bytes gives that response too.
 void CheckServedAsSerialized(const v1::PartitionGraphRequest& request, const GraphSource& graph,
+                             const absl::Status& status, const std::string& response_bytes);
+void CheckServedAsSerialized(const v1::PlanRequest& request, const GraphSource& graph,
                              const absl::Status& status, const std::string& response_bytes);
 
 // One fuzzer: the request run both ways the server may run it, its graph
@@ -127,7 +130,8 @@ int RunOne(const uint8_t* data, size_t size,
   if (graph_bytes.has_value()) {
     const GraphSource graph = GraphSource::Serialized(*graph_bytes);
     const absl::Status status = RunChecked(entry, rest, graph, rpc, &from_bytes);
-    if constexpr (std::is_same_v<Request, v1::PartitionGraphRequest>) {
+    if constexpr (std::is_same_v<Request, v1::PartitionGraphRequest> ||
+                  std::is_same_v<Request, v1::PlanRequest>) {
       CheckServedAsSerialized(rest, graph, status, from_bytes);
     }
     if (!parses) {

@@ -1,8 +1,9 @@
-// PartitionGraphSerialized and the plan by name it writes from a plan by
-// node index (SerializeResponseWithNames): byte for byte protobuf's
-// serialisation of the response PartitionGraph fills, with names and with
-// indices, over every partitioner fixture and over plans whose varints take
-// more than one byte.
+// PartitionGraphSerialized and PlanSerialized, and the plan by name they
+// write from a plan by node index (SerializeResponseWithNames): byte for
+// byte protobuf's serialisation of the response PartitionGraph or Plan
+// fills, with names and with indices, over every partitioner fixture (and,
+// for Plan, every auto_shard fixture with both shard planners) and over
+// plans whose varints take more than one byte.
 #include "planner/plan_with_names.h"
 
 #include <optional>
@@ -22,42 +23,56 @@ namespace {
 
 // Expects `bytes` to be `message` serialised, but for the planner's own
 // timing, which each call took for itself.
-void ExpectSerializationOf(v1::PartitionGraphResponse message, const absl::Cord& pieces) {
+template <typename Response>
+void ExpectSerializationOf(Response message, const absl::Cord& pieces) {
   const std::string bytes(pieces);
-  v1::PartitionGraphResponse parsed;
+  Response parsed;
   ASSERT_TRUE(parsed.ParseFromString(bytes)) << "the bytes do not parse";
   message.mutable_plan()->mutable_summary()->set_planner_seconds(
       parsed.plan().summary().planner_seconds());
   EXPECT_EQ(bytes, message.SerializeAsString());
 }
 
-// Expects PartitionGraphSerialized's bytes for `request`, with the graph
-// parsed and read from its bytes as the server reads it, to be the
-// serialisation of what PartitionGraph fills, both ways of naming nodes.
-// Returns whether the request planned.
-bool ExpectSameBytesAsTheMessage(v1::PartitionGraphRequest request) {
+// An RPC whose plan the server sends as bytes: the entry point that fills
+// the message, and the one that writes its bytes.
+template <typename Request, typename Response>
+struct SerializedRpc {
+  absl::Status (*message)(const Request&, const GraphSource&, const InputLimits&,
+                          const CancellationToken&, Response*);
+  absl::Status (*serialized)(const Request&, const GraphSource&, const InputLimits&,
+                             const CancellationToken&, absl::Cord*);
+};
+constexpr SerializedRpc<v1::PartitionGraphRequest, v1::PartitionGraphResponse> kPartitionGraph{
+    &PartitionGraph, &PartitionGraphSerialized};
+constexpr SerializedRpc<v1::PlanRequest, v1::PlanResponse> kPlan{&Plan, &PlanSerialized};
+
+// Expects the RPC's bytes for `request`, with the graph parsed and read from
+// its bytes as the server reads it, to be the serialisation of the message
+// the RPC fills, both ways of naming nodes. Returns whether the request
+// planned.
+template <typename Request, typename Response>
+bool ExpectSameBytesAsTheMessage(const SerializedRpc<Request, Response>& rpc, Request request) {
   bool planned = false;
   for (const v1::NodeReferences references :
        {v1::NODE_REFERENCES_NAMES, v1::NODE_REFERENCES_INDICES}) {
     SCOPED_TRACE(v1::NodeReferences_Name(references));
     request.set_node_references(references);
-    v1::PartitionGraphResponse message;
+    Response message;
     const absl::Status message_status =
-        PartitionGraph(request, InputLimits(), CancellationToken(), &message);
+        rpc.message(request, request.graph(), InputLimits(), CancellationToken(), &message);
     absl::Cord bytes;
-    EXPECT_EQ(PartitionGraphSerialized(request, request.graph(), InputLimits(), CancellationToken(),
-                                       &bytes),
+    EXPECT_EQ(rpc.serialized(request, request.graph(), InputLimits(), CancellationToken(), &bytes),
               message_status);
     const std::string request_bytes = request.SerializeAsString();
-    v1::PartitionGraphRequest fields;
+    Request fields;
     const std::optional<ChunkedBytes> graph_bytes = ParseAllButGraph(request_bytes, &fields);
     if (!graph_bytes.has_value()) {
       ADD_FAILURE() << "the request does not split";
       return false;
     }
     absl::Cord bytes_from_bytes;
-    EXPECT_EQ(PartitionGraphSerialized(fields, GraphSource::Serialized(*graph_bytes), InputLimits(),
-                                       CancellationToken(), &bytes_from_bytes),
+    EXPECT_EQ(rpc.serialized(fields, GraphSource::Serialized(*graph_bytes), InputLimits(),
+                             CancellationToken(), &bytes_from_bytes),
               message_status);
     if (!message_status.ok()) continue;
     planned = true;
@@ -65,6 +80,10 @@ bool ExpectSameBytesAsTheMessage(v1::PartitionGraphRequest request) {
     ExpectSerializationOf(message, bytes_from_bytes);
   }
   return planned;
+}
+
+bool ExpectSameBytesAsTheMessage(const v1::PartitionGraphRequest& request) {
+  return ExpectSameBytesAsTheMessage(kPartitionGraph, request);
 }
 
 class PlanWithNamesFixtureTest : public ::testing::TestWithParam<std::string> {};
@@ -76,9 +95,38 @@ TEST_P(PlanWithNamesFixtureTest, SerializesAsTheMessageWould) {
   EXPECT_EQ(ExpectSameBytesAsTheMessage(LoadFixtureRequest<v1::PartitionGraphRequest>(GetParam())),
             torch_fx_planned);
 }
+TEST_P(PlanWithNamesFixtureTest, PlanSerializesAsTheMessageWould) {
+  const auto partition_request = LoadFixtureRequest<v1::PartitionGraphRequest>(GetParam());
+  v1::PlanRequest request;
+  *request.mutable_graph() = partition_request.graph();
+  *request.mutable_devices() = partition_request.devices();
+  *request.mutable_partitioner() = partition_request.config();
+  const bool torch_fx_planned =
+      !LoadJsonFixture<google::protobuf::Struct>(GetParam()).fields().contains("expectedError");
+  EXPECT_EQ(ExpectSameBytesAsTheMessage(kPlan, request), torch_fx_planned);
+}
 INSTANTIATE_TEST_SUITE_P(Fixtures, PlanWithNamesFixtureTest,
                          ::testing::ValuesIn(FixturePathsUnder(PartitionerFixtureDirs())),
                          FixturePathCaseName);
+
+// Plan with a shard planner: the shards become partitions, placed on the
+// devices, and are written by name alike.
+class PlanWithNamesShardFixtureTest : public ::testing::TestWithParam<std::string> {};
+TEST_P(PlanWithNamesShardFixtureTest, SerializesAsTheMessageWould) {
+  const auto shard_request = LoadFixtureRequest<v1::ShardGraphRequest>(GetParam());
+  for (const v1::ShardConfig::Mode mode : {v1::ShardConfig::FAIRSCALE, v1::ShardConfig::BALANCED}) {
+    SCOPED_TRACE(v1::ShardConfig::Mode_Name(mode));
+    v1::PlanRequest request;
+    *request.mutable_graph() = shard_request.graph();
+    *request.mutable_shard() = shard_request.config();
+    request.mutable_shard()->set_mode(mode);
+    *request.mutable_devices() = RoomyDevices(shard_request.config().shard_count());
+    EXPECT_TRUE(ExpectSameBytesAsTheMessage(kPlan, request));
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Fixtures, PlanWithNamesShardFixtureTest,
+                         ::testing::ValuesIn(FixturePaths("tests/fixtures/pipeline/auto_shard")),
+                         FixtureCaseName);
 
 // A chain of `length` nodes with names of `name_length` characters, each
 // node alone in its partition: partition ids and assignments past 127,
