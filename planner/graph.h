@@ -174,6 +174,32 @@ class CompactGraph {
   int64_t graph_total_bytes_ = 0;
 };
 
+// The nodes one node's arguments name, resolved in the order they name them
+// (args, then kwargs) without the name index: each is the next of the
+// node's distinct inputs (CompactGraph::inputs, in first-use order) or one
+// named before it, which is looked up. On a large graph, whose index is out
+// of cache, a lookup is a cache miss; this compares a name it has just read.
+//
+//   ArgumentNodes arguments(graph, v);
+//   for (const v1::Value& value : reader.Read(v).args()) {
+//     if (value.kind_case() == v1::Value::kNode) Use(arguments.Next(value.node()));
+//   }
+class ArgumentNodes {
+ public:
+  ArgumentNodes(const CompactGraph& graph, NodeId v) : graph_(graph), inputs_(graph.inputs(v)) {}
+
+  // The node the next node-valued argument names; `name` is its name.
+  NodeId Next(absl::string_view name) {
+    if (next_ < inputs_.size() && graph_.name(inputs_[next_]) == name) return inputs_[next_++];
+    return graph_.Find(name);
+  }
+
+ private:
+  const CompactGraph& graph_;
+  const absl::Span<const NodeId> inputs_;
+  size_t next_ = 0;
+};
+
 // The whole v1::Node message of a graph's nodes, for the fields CompactGraph
 // does not keep (targets, latencies, argument values, shapes):
 //

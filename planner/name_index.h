@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -186,6 +187,30 @@ class HashAhead {
   const int64_t size_;
   NameAt name_at_;
   uint64_t ring_[kAhead] = {};
+};
+
+// Strings copied end to end into one buffer, read back by index as views: a
+// million short strings without an allocation each. For names to index that
+// are read from views that do not last (NodeReader::OwnFields'):
+//
+//   StringPool targets;
+//   for (NodeId v : callers) targets.Add(reader.OwnFields(v).target);
+//   HashAhead hashes(index, targets.size(), [&](int64_t i) { return targets[i]; });
+class StringPool {
+ public:
+  void Add(absl::string_view text) {
+    chars_.append(text.data(), text.size());
+    ends_.push_back(chars_.size());
+  }
+  int64_t size() const { return static_cast<int64_t>(ends_.size()); }
+  absl::string_view operator[](int64_t i) const {
+    const size_t begin = i == 0 ? 0 : ends_[i - 1];
+    return absl::string_view(chars_.data() + begin, ends_[i] - begin);
+  }
+
+ private:
+  std::string chars_;
+  std::vector<size_t> ends_;
 };
 
 }  // namespace partplan

@@ -86,29 +86,6 @@ absl::Status AutoShardOptions::CheckAndSetup() const {
   return absl::OkStatus();
 }
 
-namespace {
-
-// Strings copied end to end into one buffer, read back by index as views:
-// a million short strings without an allocation each.
-class StringPool {
- public:
-  void Add(absl::string_view text) {
-    chars_.append(text.data(), text.size());
-    ends_.push_back(chars_.size());
-  }
-  int64_t size() const { return static_cast<int64_t>(ends_.size()); }
-  absl::string_view operator[](int64_t i) const {
-    const size_t begin = i == 0 ? 0 : ends_[i - 1];
-    return absl::string_view(chars_.data() + begin, ends_[i] - begin);
-  }
-
- private:
-  std::string chars_;
-  std::vector<size_t> ends_;
-};
-
-}  // namespace
-
 absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& graph) {
   const google::protobuf::RepeatedPtrField<v1::Module>& modules = graph.modules();
   if (modules.empty()) {

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "planner/name_index.h"
 #include "planner/status_util.h"
 
 namespace partplan {
@@ -21,6 +21,36 @@ bool IsGetitem(const std::string& target) {
 std::string NodeLabel(const CompactGraph& graph, NodeId v) {
   return absl::StrCat("'", graph.name(v), "' (graph.nodes[", v, "])");
 }
+
+// The path of node v's field `field` (".op", ".args[2]", ...), for errors:
+// built only when one is reported, as it takes a heap allocation.
+std::string NodePath(NodeId v, absl::string_view field) {
+  return absl::StrCat("graph.nodes[", v, "]", field);
+}
+std::string ArgPath(NodeId v, int k) { return absl::StrCat("graph.nodes[", v, "].args[", k, "]"); }
+
+// What a node stands for, as a PipelineInput says it: a forward input, a
+// module's output or an element of it; nothing for the output node. Kept as
+// three integers a node rather than as a message, which allocates its
+// module_output apart.
+struct Source {
+  enum class Kind : int8_t { kNone, kForwardInput, kModuleOutput };
+  Kind kind = Kind::kNone;
+  int32_t index = 0;          // the forward input's number, or the module's
+  int32_t output_index = -1;  // the element read; -1 for the whole output
+
+  bool is_module_output() const { return kind == Kind::kModuleOutput; }
+  bool is_element() const { return output_index >= 0; }
+  void WriteTo(v1::PipelineInput* input) const {
+    if (kind == Kind::kForwardInput) {
+      input->set_forward_input(index);
+    } else if (kind == Kind::kModuleOutput) {
+      v1::PipelineOutputRef* ref = input->mutable_module_output();
+      ref->set_module(index);
+      if (is_element()) ref->set_output_index(output_index);
+    }
+  }
+};
 
 // How modules read one module's output, for its cardinality.
 struct OutputReads {
@@ -45,34 +75,35 @@ class PipelineGraphBuilder {
     for (NodeId v = 0; v < graph_.num_nodes(); ++v) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(v));
       const v1::Node& node = nodes_.Read(v);
-      const std::string at = absl::StrCat("graph.nodes[", v, "]");
       switch (node.op()) {
         case v1::PLACEHOLDER:
-          source_of_[v].set_forward_input(placeholders++);
+          source_of_[v] = {Source::Kind::kForwardInput, placeholders++};
           break;
         case v1::CALL_MODULE:
-          PARTPLAN_RETURN_IF_ERROR(AddModule(v, node, at));
+          PARTPLAN_RETURN_IF_ERROR(AddModule(v, node));
           break;
         case v1::CALL_FUNCTION:
           if (!IsGetitem(node.target())) {
             return InvalidFieldError(
-                absl::StrCat(at, ".target"),
+                NodePath(v, ".target"),
                 absl::StrCat("node ", NodeLabel(graph_, v), " calls '", node.target(),
                              "'; a pipeline graph's only function is operator.getitem on a "
                              "module's output (all other work belongs in pipeline modules)"));
           }
-          PARTPLAN_RETURN_IF_ERROR(AddGetitem(v, node, at));
+          PARTPLAN_RETURN_IF_ERROR(AddGetitem(v, node));
           break;
-        case v1::OUTPUT:
+        case v1::OUTPUT: {
+          ArgumentNodes arguments(graph_, v);
           for (const v1::Value& value : node.args()) {
             if (value.kind_case() == v1::Value::kNode) {
-              *response_.add_outputs() = source_of_[graph_.Find(value.node())];
+              source_of_[arguments.Next(value.node())].WriteTo(response_.add_outputs());
             }
           }
           break;
+        }
         default:
           return InvalidFieldError(
-              absl::StrCat(at, ".op"),
+              NodePath(v, ".op"),
               absl::StrCat("node ", NodeLabel(graph_, v), " is a ", v1::Op_Name(node.op()),
                            "; a pipeline graph holds only placeholders, pipeline modules "
                            "(call_module), getitem on their outputs and the output"));
@@ -82,7 +113,7 @@ class PipelineGraphBuilder {
       response_.mutable_modules(m)->set_output_count(reads_[m].element_count);
     }
     for (int i = 0; i < request_.workers_size(); ++i) {
-      if (!worker_of_[request_.workers(i).target()].used) {
+      if (!worker_used_[i]) {
         return InvalidFieldError(
             absl::StrCat("workers[", i, "].target"),
             absl::StrCat("no call_module node calls module '", request_.workers(i).target(), "'"));
@@ -92,123 +123,146 @@ class PipelineGraphBuilder {
   }
 
  private:
-  struct WorkerEntry {
-    int index = 0;  // in request_.workers
-    bool used = false;
-  };
-
+  // Indexes the workers by target, then finds each call_module node's. A
+  // pipeline has about a worker per module, and a hash map of a million
+  // targets missed the cache on nearly every insert and lookup: the index is
+  // graph_import's compact one (name_index.h), and the modules' targets are
+  // gathered first so that each lookup's slot is prefetched a few modules
+  // ahead, as the workers' are for their inserts.
   absl::Status ReadWorkers() {
-    for (int i = 0; i < request_.workers_size(); ++i) {
+    const int num_workers = request_.workers_size();
+    std::vector<absl::string_view> targets(num_workers);
+    for (int i = 0; i < num_workers; ++i) targets[i] = request_.workers(i).target();
+    NameIndex index(num_workers);
+    HashAhead worker_hashes(index, num_workers, [&targets](int64_t i) { return targets[i]; });
+    for (int i = 0; i < num_workers; ++i) {
+      const uint64_t hash = worker_hashes.Next(i);
       const v1::ModuleWorker& worker = request_.workers(i);
-      const std::string at = absl::StrCat("workers[", i, "]");
+      const auto path = [i](absl::string_view field) {
+        return absl::StrCat("workers[", i, "].", field);
+      };
       if (worker.target().empty()) {
-        return InvalidFieldError(absl::StrCat(at, ".target"), "no module target");
+        return InvalidFieldError(path("target"), "no module target");
       }
       if (worker.worker().empty()) {
-        return InvalidFieldError(absl::StrCat(at, ".worker"),
+        return InvalidFieldError(path("worker"),
                                  absl::StrCat("no worker for module '", worker.target(), "'"));
       }
-      auto [it, inserted] = worker_of_.try_emplace(worker.target(), WorkerEntry{i, false});
-      if (!inserted) {
-        return InvalidFieldError(
-            absl::StrCat(at, ".target"),
-            absl::StrCat("module '", worker.target(), "' has a worker already (workers[",
-                         it->second.index, "])"));
+      if (const int32_t earlier = index.Insert(targets, i, hash); earlier >= 0) {
+        return InvalidFieldError(path("target"),
+                                 absl::StrCat("module '", worker.target(),
+                                              "' has a worker already (workers[", earlier, "])"));
       }
+    }
+    worker_used_.assign(num_workers, false);
+    // OwnFields' views last only until its next call: the targets are
+    // copied.
+    StringPool module_targets;
+    for (NodeId v = 0; v < graph_.num_nodes(); ++v) {
+      PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(v));
+      if (graph_.op(v) == v1::CALL_MODULE) module_targets.Add(nodes_.OwnFields(v).target);
+    }
+    HashAhead module_hashes(index, module_targets.size(),
+                            [&module_targets](int64_t i) { return module_targets[i]; });
+    worker_of_module_.resize(module_targets.size());
+    for (int64_t m = 0; m < module_targets.size(); ++m) {
+      worker_of_module_[m] = index.Find(targets, module_targets[m], module_hashes.Next(m));
     }
     return absl::OkStatus();
   }
 
-  absl::Status AddModule(NodeId v, const v1::Node& node, const std::string& at) {
+  absl::Status AddModule(NodeId v, const v1::Node& node) {
     if (node.kwargs_size() > 0) {
       return InvalidFieldError(
-          absl::StrCat(at, ".kwargs[0]"),
+          NodePath(v, ".kwargs[0]"),
           absl::StrCat("pipeline module ", NodeLabel(graph_, v), " takes keyword argument '",
                        node.kwargs(0).name(),
                        "'; pipeline modules take positional arguments only (fairscale drops "
                        "keyword arguments)"));
     }
-    auto worker = worker_of_.find(node.target());
-    if (worker == worker_of_.end()) {
+    // The call_module nodes come here in graph order, as ReadWorkers found
+    // their workers.
+    const int32_t module = response_.modules_size();
+    const int32_t worker = worker_of_module_[module];
+    if (worker < 0) {
       return InvalidFieldError("workers", absl::StrCat("no worker for module '", node.target(),
                                                        "', called by ", NodeLabel(graph_, v)));
     }
-    worker->second.used = true;
-    const int32_t module = response_.modules_size();
+    worker_used_[worker] = true;
     v1::PipelineModule* entry = response_.add_modules();
-    entry->set_node(std::string(graph_.name(v)));
+    const absl::string_view name = graph_.name(v);
+    entry->set_node(name.data(), name.size());
     entry->set_target(node.target());
-    entry->set_worker(request_.workers(worker->second.index).worker());
+    entry->set_worker(request_.workers(worker).worker());
+    ArgumentNodes arguments(graph_, v);
     for (int k = 0; k < node.args_size(); ++k) {
       const v1::Value& value = node.args(k);
-      const std::string arg_at = absl::StrCat(at, ".args[", k, "]");
       if (value.kind_case() != v1::Value::kNode) {
         return InvalidFieldError(
-            arg_at, absl::StrCat("pipeline module ", NodeLabel(graph_, v),
-                                 " takes a constant, list or tuple argument; each argument must "
-                                 "be a graph input, a module's output or an element of it"));
+            ArgPath(v, k),
+            absl::StrCat("pipeline module ", NodeLabel(graph_, v),
+                         " takes a constant, list or tuple argument; each argument must "
+                         "be a graph input, a module's output or an element of it"));
       }
-      const NodeId u = graph_.Find(value.node());
-      const v1::PipelineInput& input = source_of_[u];
-      if (input.has_module_output()) {
-        PARTPLAN_RETURN_IF_ERROR(NoteRead(input.module_output(), v, arg_at));
-      }
-      *entry->add_inputs() = input;
+      const Source& input = source_of_[arguments.Next(value.node())];
+      if (input.is_module_output()) PARTPLAN_RETURN_IF_ERROR(NoteRead(input, v, k));
+      input.WriteTo(entry->add_inputs());
     }
-    source_of_[v].mutable_module_output()->set_module(module);
+    source_of_[v] = {Source::Kind::kModuleOutput, module};
     reads_.emplace_back();
     return absl::OkStatus();
   }
 
-  absl::Status AddGetitem(NodeId v, const v1::Node& node, const std::string& at) {
+  absl::Status AddGetitem(NodeId v, const v1::Node& node) {
     const bool shaped = node.args_size() == 2 && node.kwargs_size() == 0 &&
                         node.args(0).kind_case() == v1::Value::kNode &&
                         node.args(1).kind_case() == v1::Value::kInt;
     if (!shaped) {
-      return InvalidFieldError(absl::StrCat(at, ".args"),
+      return InvalidFieldError(NodePath(v, ".args"),
                                absl::StrCat("getitem ", NodeLabel(graph_, v),
                                             " must take a module's output and an integer "
                                             "constant index, positionally"));
     }
-    const NodeId u = graph_.Find(node.args(0).node());
-    if (!source_of_[u].has_module_output() || source_of_[u].module_output().has_output_index()) {
+    const NodeId u = ArgumentNodes(graph_, v).Next(node.args(0).node());
+    if (!source_of_[u].is_module_output() || source_of_[u].is_element()) {
       return InvalidFieldError(
-          absl::StrCat(at, ".args[0]"),
+          ArgPath(v, 0),
           absl::StrCat("getitem ", NodeLabel(graph_, v), " reads ", NodeLabel(graph_, u),
                        ", which is not a pipeline module's output"));
     }
     const int64_t index = node.args(1).int_();
     if (index < 0 || index >= (int64_t{1} << 30)) {
-      return InvalidFieldError(absl::StrCat(at, ".args[1]"),
+      return InvalidFieldError(ArgPath(v, 1),
                                absl::StrCat("element index ", index, " out of range"));
     }
-    v1::PipelineOutputRef* ref = source_of_[v].mutable_module_output();
-    ref->set_module(source_of_[u].module_output().module());
-    ref->set_output_index(static_cast<int32_t>(index));
+    source_of_[v] = {Source::Kind::kModuleOutput, source_of_[u].index, static_cast<int32_t>(index)};
     return absl::OkStatus();
   }
 
-  // Notes that module node `reader` reads `ref`; whole and element reads
-  // of one output do not mix.
-  absl::Status NoteRead(const v1::PipelineOutputRef& ref, NodeId reader, const std::string& at) {
-    OutputReads& reads = reads_[ref.module()];
-    const std::string module =
-        absl::StrCat("module '", response_.modules(ref.module()).node(), "'");
-    if (ref.has_output_index()) {
+  // Notes that module node `reader` reads `ref` (a module's output) as its
+  // argument k; whole and element reads of one output do not mix.
+  absl::Status NoteRead(const Source& ref, NodeId reader, int k) {
+    OutputReads& reads = reads_[ref.index];
+    const auto module = [&] {
+      return absl::StrCat("module '", response_.modules(ref.index).node(), "'");
+    };
+    if (ref.is_element()) {
       if (reads.whole_reader >= 0) {
         return InvalidFieldError(
-            at, absl::StrCat("reads element ", ref.output_index(), " of ", module,
-                             ", whose whole output ", NodeLabel(graph_, reads.whole_reader),
-                             " reads; a module's output is one tensor or a tuple read by element"));
+            ArgPath(reader, k),
+            absl::StrCat("reads element ", ref.output_index, " of ", module(),
+                         ", whose whole output ", NodeLabel(graph_, reads.whole_reader),
+                         " reads; a module's output is one tensor or a tuple read by element"));
       }
       if (reads.element_reader < 0) reads.element_reader = reader;
-      reads.element_count = std::max(reads.element_count, ref.output_index() + 1);
+      reads.element_count = std::max(reads.element_count, ref.output_index + 1);
     } else {
       if (reads.element_reader >= 0) {
         return InvalidFieldError(
-            at, absl::StrCat("reads the whole output of ", module, ", whose elements ",
-                             NodeLabel(graph_, reads.element_reader),
-                             " reads; a module's output is one tensor or a tuple read by element"));
+            ArgPath(reader, k),
+            absl::StrCat("reads the whole output of ", module(), ", whose elements ",
+                         NodeLabel(graph_, reads.element_reader),
+                         " reads; a module's output is one tensor or a tuple read by element"));
       }
       if (reads.whole_reader < 0) reads.whole_reader = reader;
     }
@@ -222,9 +276,12 @@ class PipelineGraphBuilder {
   v1::BuildPipelineGraphResponse& response_;
   // What each node stands for: a forward input, a module's output or an
   // element of it (unset for the output node).
-  std::vector<v1::PipelineInput> source_of_;
+  std::vector<Source> source_of_;
   std::vector<OutputReads> reads_;  // per module
-  absl::flat_hash_map<std::string, WorkerEntry> worker_of_;
+  // Per module (call_module node, in graph order), its entry in
+  // request_.workers, or -1 for none; per worker, whether a module has it.
+  std::vector<int32_t> worker_of_module_;
+  std::vector<bool> worker_used_;
 };
 
 }  // namespace

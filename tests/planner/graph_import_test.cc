@@ -155,6 +155,34 @@ TEST(ImportGraphTest, InputsAreDistinctInFirstUseOrderThroughListsAndKwargs) {
   EXPECT_THAT(graph->inputs(2), ElementsAre(1, 0));
 }
 
+// ArgumentNodes resolves each node-valued argument, args then kwargs, to the
+// node it names: the next new input, or one named before.
+TEST(ImportGraphTest, ArgumentNodesFollowTheArgumentsInOrder) {
+  v1::Graph proto = TestGraph().Placeholder("x", 1).Placeholder("y", 1).Placeholder("z", 1).Build();
+  v1::Node* call = proto.add_nodes();
+  call->set_name("call");
+  call->set_op(v1::CALL_FUNCTION);
+  call->set_target("f");
+  // f(y, x, y, [z, x], out=z)
+  for (const char* name : {"y", "x", "y"}) call->add_args()->set_node(name);
+  call->add_args()->set_list(2);
+  call->add_args()->set_node("z");
+  call->add_args()->set_node("x");
+  v1::KeywordArgument* out = call->add_kwargs();
+  out->set_name("out");
+  out->add_value()->set_node("z");
+  proto.add_nodes()->set_name("output");
+  proto.mutable_nodes(4)->set_op(v1::OUTPUT);
+  proto.mutable_nodes(4)->add_args()->set_node("call");
+  CancellationToken token;
+  absl::StatusOr<CompactGraph> graph = ImportBothWays(proto, InputLimits(), token);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ArgumentNodes arguments(*graph, 3);
+  std::vector<NodeId> resolved;
+  for (const char* name : {"y", "x", "y", "z", "x", "z"}) resolved.push_back(arguments.Next(name));
+  EXPECT_THAT(resolved, ElementsAre(1, 0, 1, 2, 0, 2));
+}
+
 TEST(ImportGraphTest, DerivesSizesFromShapesLikeTorchFx) {
   v1::Graph proto;
   v1::Node* x = proto.add_nodes();

@@ -176,6 +176,43 @@ TEST(PipelineGraphTest, EachCallIsAModuleOfItsOwn) {
                    *response);
 }
 
+// A module may read one value more than once, and the graph may return one
+// more than once: each argument is its own input, in order.
+TEST(PipelineGraphTest, ValuesReadTwiceAreInputsTwice) {
+  TestGraphBuilder b;
+  b.Placeholder("a");
+  b.Module("enc", "enc", {"a"});
+  b.Module("mix", "mix", {"enc", "enc", "a", "enc"});
+  b.Output({"mix", "mix", "enc"});
+  v1::BuildPipelineGraphRequest request;
+  *request.mutable_graph() = b.graph();
+  AddWorker(&request, "mix", "w1");
+  AddWorker(&request, "enc", "w0");
+  const absl::StatusOr<v1::BuildPipelineGraphResponse> response = Build(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  ExpectEqualProto(ParseResponse(R"pb(
+                     modules {
+                       node: "enc"
+                       target: "enc"
+                       worker: "w0"
+                       inputs { forward_input: 0 }
+                     }
+                     modules {
+                       node: "mix"
+                       target: "mix"
+                       worker: "w1"
+                       inputs { module_output { module: 0 } }
+                       inputs { module_output { module: 0 } }
+                       inputs { forward_input: 0 }
+                       inputs { module_output { module: 0 } }
+                     }
+                     outputs { module_output { module: 1 } }
+                     outputs { module_output { module: 1 } }
+                     outputs { module_output { module: 0 } }
+                   )pb"),
+                   *response);
+}
+
 struct BadPipelineCase {
   std::string name;
   std::function<void(v1::BuildPipelineGraphRequest*)> edit;
