@@ -14,7 +14,8 @@
 #      shapes, with the parse and each call's peak heap (10^5 and 10^6 three
 #      times each, interleaved, for the growth ratios); pipeline_bench (every
 #      case three times, interleaved):
-#      ShardGraph (FAIRSCALE, BALANCED) at 10^4..10^6;
+#      ShardGraph (FAIRSCALE, BALANCED), Plan with BALANCED stages and
+#      BuildPipelineGraph at 10^4..10^6;
 #   4. end_to_end_bench: through a loopback server, with the plan by node index
 #      and by name, next to the bare parse;
 #   5. torch.fx 1.13's Partitioner (size_based) on the same 16,002-node graph
@@ -273,10 +274,16 @@ def seconds(row, key="cpu_time"):
 
 partitioner = bench("partitioner_bench.json")
 partitioner.update(bench("partitioner_bench_large.json"))
-# ShardGraph's cases (BM_Plan/<config>/<nodes>, BM_Request/...) as planners.
+# pipeline_bench's cases as planners: ShardGraph's (BM_Plan/<config>/<nodes>,
+# BM_Request/...), Plan's with a shard planner (BM_PlanShards/<config>/<nodes>)
+# and BuildPipelineGraph's (BM_PipelineGraph/<nodes>, on a graph of its own).
 for name, r in bench("pipeline_bench.json").items():
     parts = name.split("/")
-    if len(parts) == 3:
+    if parts[0] == "BM_PipelineGraph" and len(parts) == 2:
+        partitioner[f"BM_BuildPipelineGraph/pipeline/{parts[1]}"] = r
+    elif parts[0] == "BM_PlanShards" and len(parts) == 3:
+        partitioner[f"BM_PlanWithShards/{parts[1]}/{parts[2]}"] = r
+    elif len(parts) == 3:
         partitioner[f"BM_ShardGraph{parts[0][3:]}/{parts[1]}/{parts[2]}"] = r
 e2e = bench("end_to_end_bench.json")
 rows = []

@@ -2,8 +2,8 @@
 // PlanDataParallel on synthetic graphs of 10^3 to 10^6 nodes, of four shapes
 // (synthetic_graphs.h: chain, residual, transformer, fan_out_in), plus a
 // recommendation model for sparse_nn and cost_aware at up to 128 call_*
-// nodes (its exact search is bounded there). ShardGraph is in
-// tests/bench/pipeline:pipeline_bench.
+// nodes (its exact search is bounded there). ShardGraph, Plan with a shard
+// planner and BuildPipelineGraph are in tests/bench/pipeline:pipeline_bench.
 //
 //   bazel run -c opt //tests/bench:partitioner_bench -- --benchmark_filter=residual
 //

@@ -1,6 +1,8 @@
 // Benchmarks of ShardGraph: fairscale's auto_shard (FAIRSCALE) and the
 // optimal balanced stages (BALANCED) on synthetic residual stacks of 10^4
-// to 10^6 nodes (tests/bench/synthetic_graphs.h).
+// to 10^6 nodes (tests/bench/synthetic_graphs.h); of Plan with BALANCED
+// stages (`BM_PlanShards`); and of BuildPipelineGraph on a pipeline of
+// modules (`BM_PipelineGraph`).
 //
 //   bazel run -c opt //tests/bench/pipeline:pipeline_bench
 //
@@ -22,6 +24,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "google/protobuf/arena.h"
@@ -82,22 +85,23 @@ v1::ShardGraphRequest ShardRequest(int64_t num_nodes, Shape shape, v1::ShardConf
 
 // `built` as the server receives it: its fields but the graph parsed into
 // `request`, and the graph's bytes, which `request` keeps alive.
+template <typename Request>
 class ReceivedRequest {
  public:
-  explicit ReceivedRequest(const v1::ShardGraphRequest& built)
+  explicit ReceivedRequest(const Request& built)
       : bytes_(built.SerializeAsString()),
         graph_bytes_(ParseAllButGraph(ChunkedBytes(bytes_), &fields_)) {}
   // A copy's graph would be the original's bytes.
   ReceivedRequest(const ReceivedRequest&) = delete;
   ReceivedRequest& operator=(const ReceivedRequest&) = delete;
 
-  const v1::ShardGraphRequest& fields() const { return fields_; }
+  const Request& fields() const { return fields_; }
   // value(): a request built here always has a graph of its own to extract.
   GraphSource graph() const { return GraphSource::Serialized(graph_bytes_.value()); }
 
  private:
   const std::string bytes_;
-  v1::ShardGraphRequest fields_;
+  Request fields_;
   const std::optional<ChunkedBytes> graph_bytes_;
 };
 
@@ -122,7 +126,7 @@ struct Outcome {
 // ShardGraphPlan alone.
 void BM_Plan(benchmark::State& state, Shape shape, v1::ShardConfig::Mode mode, int stages) {
   const v1::ShardGraphRequest request = ShardRequest(state.range(0), shape, mode, stages);
-  const ReceivedRequest received(request);
+  const ReceivedRequest<v1::ShardGraphRequest> received(request);
   CancellationToken token;
   const CompactGraph graph = *ImportGraph(received.graph(), InputLimits(), token);
   Outcome outcome;
@@ -144,7 +148,7 @@ void BM_Plan(benchmark::State& state, Shape shape, v1::ShardConfig::Mode mode, i
 void BM_BalancedStagesAlone(benchmark::State& state, int stages) {
   const v1::ShardGraphRequest request =
       ShardRequest(state.range(0), Shape::kResidual, v1::ShardConfig::BALANCED, stages);
-  const ReceivedRequest received(request);
+  const ReceivedRequest<v1::ShardGraphRequest> received(request);
   CancellationToken token;
   const CompactGraph graph = *ImportGraph(received.graph(), InputLimits(), token);
   const StageModel model(graph);
@@ -176,7 +180,7 @@ BENCHMARK_CAPTURE(BM_BalancedStagesAlone, 32, 32)
 // Import and validation, then ShardGraphPlan: what the RPC does.
 void BM_Request(benchmark::State& state, Shape shape, v1::ShardConfig::Mode mode, int stages) {
   const v1::ShardGraphRequest request = ShardRequest(state.range(0), shape, mode, stages);
-  const ReceivedRequest received(request);
+  const ReceivedRequest<v1::ShardGraphRequest> received(request);
   CancellationToken token;
   Outcome outcome;
   for (auto _ : state) {
@@ -206,6 +210,111 @@ PARTPLAN_PIPELINE_BENCHMARK(BM_Plan, fairscale_8, Shape::kResidual, FAIRSCALE, 8
 PARTPLAN_PIPELINE_BENCHMARK(BM_Plan, fairscale_chain_8, Shape::kChain, FAIRSCALE, 8);
 PARTPLAN_PIPELINE_BENCHMARK(BM_Request, balanced_8, Shape::kResidual, BALANCED, 8);
 PARTPLAN_PIPELINE_BENCHMARK(BM_Request, fairscale_8, Shape::kResidual, FAIRSCALE, 8);
+
+// Plan with BALANCED stages as the server answers it (PlanSerialized): the
+// stages become partitions placed on their devices, with the partition DAG,
+// and the response is written by name.
+void BM_PlanShards(benchmark::State& state, v1::ShardConfig::Mode mode, int stages) {
+  const v1::ShardGraphRequest shard_request =
+      ShardRequest(state.range(0), Shape::kResidual, mode, stages);
+  v1::PlanRequest request;
+  *request.mutable_graph() = shard_request.graph();
+  *request.mutable_devices() = shard_request.devices();
+  *request.mutable_shard() = shard_request.config();
+  const ReceivedRequest<v1::PlanRequest> received(request);
+  CancellationToken token;
+  size_t response_bytes = 0;
+  const auto call = [&] {
+    absl::Cord response;
+    const absl::Status status =
+        PlanSerialized(received.fields(), received.graph(), InputLimits(), token, &response);
+    if (!status.ok()) state.SkipWithError(std::string(status.message()).c_str());
+    response_bytes = response.size();
+    return status.ok();
+  };
+  // One call first, as a running server has made many (a fresh process's
+  // first 10^6-node call faults its memory in).
+  if (!call()) return;
+  for (auto _ : state) {
+    if (!call()) return;
+  }
+  state.SetItemsProcessed(state.iterations() * request.graph().nodes_size());
+  state.counters["response_bytes"] = static_cast<double>(response_bytes);
+}
+BENCHMARK_CAPTURE(BM_PlanShards, balanced_8, v1::ShardConfig::BALANCED, 8)
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond);
+
+// A pipeline of about `num_nodes` nodes as fairscale's tracer records one,
+// for BuildPipelineGraph: forward's input, then pipeline modules in pairs,
+// the first of each reading the module before it and returning two values,
+// which the second reads through a getitem each; one worker per module,
+// eight workers round robin.
+v1::BuildPipelineGraphRequest PipelineRequest(int64_t num_nodes) {
+  v1::BuildPipelineGraphRequest request;
+  v1::Graph& graph = *request.mutable_graph();
+  const auto add_node = [&graph](const std::string& name, v1::Op op, const std::string& target) {
+    v1::Node* node = graph.add_nodes();
+    node->set_name(name);
+    node->set_op(op);
+    node->set_target(target);
+    return node;
+  };
+  const auto add_module = [&](const std::string& name) {
+    v1::Node* node = add_node(name, v1::CALL_MODULE, name);
+    v1::ModuleWorker* worker = request.add_workers();
+    worker->set_target(name);
+    worker->set_worker(absl::StrCat("worker", request.workers_size() % 8));
+    return node;
+  };
+  add_node("x", v1::PLACEHOLDER, "x");
+  std::string previous = "x";
+  for (int64_t pair = 0; 4 * pair + 2 < num_nodes; ++pair) {
+    const std::string first = absl::StrCat("stage", 2 * pair);
+    add_module(first)->add_args()->set_node(previous);
+    v1::Node* second = add_module(absl::StrCat("stage", 2 * pair + 1));
+    for (int element = 0; element < 2; ++element) {
+      const std::string getitem = absl::StrCat(first, "_", element);
+      v1::Node* node = add_node(getitem, v1::CALL_FUNCTION, "operator.getitem");
+      node->add_args()->set_node(first);
+      node->add_args()->set_int_(element);
+      second->add_args()->set_node(getitem);
+    }
+    // The module reads its getitems, which come before it in graph order.
+    graph.mutable_nodes()->SwapElements(graph.nodes_size() - 3, graph.nodes_size() - 1);
+    graph.mutable_nodes()->SwapElements(graph.nodes_size() - 3, graph.nodes_size() - 2);
+    previous = second->name();
+  }
+  add_node("output", v1::OUTPUT, "output")->add_args()->set_node(previous);
+  return request;
+}
+
+// BuildPipelineGraph as the server answers it: the import and validation,
+// then the pipeline graph, on the call's arena.
+void BM_PipelineGraph(benchmark::State& state) {
+  const v1::BuildPipelineGraphRequest request = PipelineRequest(state.range(0));
+  const ReceivedRequest<v1::BuildPipelineGraphRequest> received(request);
+  CancellationToken token;
+  int modules = 0;
+  const auto call = [&] {
+    google::protobuf::Arena arena(CallArenaOptions());
+    auto* response = google::protobuf::Arena::CreateMessage<v1::BuildPipelineGraphResponse>(&arena);
+    const absl::Status status =
+        BuildPipelineGraph(received.fields(), received.graph(), InputLimits(), token, response);
+    if (!status.ok()) state.SkipWithError(std::string(status.message()).c_str());
+    modules = response->modules_size();
+    return status.ok();
+  };
+  if (!call()) return;  // as BM_PlanShards
+  for (auto _ : state) {
+    if (!call()) return;
+  }
+  state.SetItemsProcessed(state.iterations() * request.graph().nodes_size());
+  state.counters["modules"] = modules;
+}
+BENCHMARK(BM_PipelineGraph)->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace partplan
