@@ -77,6 +77,32 @@ absl::Status ImportPlanAndSerialize(const GraphSource& graph_source,
       response.mutable_plan());
 }
 
+// A ShardGraph request's fields but its graph, which ShardGraphPlan does not
+// read, asking for the shards by node index.
+v1::ShardGraphRequest ShardRequestByIndex(const v1::ShardConfig& config,
+                                          const v1::DeviceInventory& devices) {
+  v1::ShardGraphRequest request;
+  *request.mutable_config() = config;
+  *request.mutable_devices() = devices;
+  request.set_node_references(v1::NODE_REFERENCES_INDICES);
+  return request;
+}
+
+// What ShardGraph checks before it shards: the node references, the graph,
+// and for BALANCED, which reads the inventory, the inventory against the
+// server's limits (--max_devices) before the planner imports it.
+absl::StatusOr<CompactGraph> ImportToShard(const v1::ShardGraphRequest& request,
+                                           const GraphSource& graph_source,
+                                           const InputLimits& limits,
+                                           const CancellationToken& token) {
+  PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(request.node_references()));
+  PARTPLAN_ASSIGN_OR_RETURN(CompactGraph graph, ImportGraph(graph_source, limits, token));
+  if (request.config().mode() == v1::ShardConfig::BALANCED) {
+    PARTPLAN_RETURN_IF_ERROR(ImportDevices(request.devices(), limits).status());
+  }
+  return graph;
+}
+
 // The shards of a ShardGraph response by node index as partitions: their
 // call_* and get_attr nodes with the placeholders they read, their memory,
 // and their device when the planner chose one.
@@ -111,13 +137,11 @@ absl::Status ShardImported(const CompactGraph& graph, const v1::PlanRequest& req
                            const CancellationToken& token, absl::Time start,
                            v1::PartitionPlan* plan) {
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(request.devices(), limits));
-  v1::ShardGraphRequest shard_request;
-  *shard_request.mutable_config() = request.shard();
-  *shard_request.mutable_devices() = request.devices();
-  shard_request.set_node_references(v1::NODE_REFERENCES_INDICES);
   v1::ShardGraphResponse shards;
   PARTPLAN_RETURN_IF_ERROR(
-      WithFieldPrefix(ShardGraphPlan(graph, shard_request, token, &shards), "config", "shard"));
+      WithFieldPrefix(ShardGraphPlan(graph, ShardRequestByIndex(request.shard(), request.devices()),
+                                     token, &shards),
+                      "config", "shard"));
   PartitionSet set = ShardsToPartitions(graph, shards,
                                         request.shard().mode() == v1::ShardConfig::BALANCED);
   std::vector<DeviceLoad> loads(devices.size());
@@ -191,14 +215,24 @@ absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource&
 absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph_source,
                         const InputLimits& limits, const CancellationToken& token,
                         v1::ShardGraphResponse* response) {
-  PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(request.node_references()));
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
-  // BALANCED reads the inventory; hold it to the server's limits
-  // (--max_devices) before the planner imports it.
-  if (request.config().mode() == v1::ShardConfig::BALANCED) {
-    PARTPLAN_RETURN_IF_ERROR(ImportDevices(request.devices(), limits).status());
-  }
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
+                            ImportToShard(request, graph_source, limits, token));
   return ShardGraphPlan(graph, request, token, response);
+}
+
+absl::Status ShardGraphSerialized(const v1::ShardGraphRequest& request,
+                                  const GraphSource& graph_source, const InputLimits& limits,
+                                  const CancellationToken& token, absl::Cord* response_bytes) {
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
+                            ImportToShard(request, graph_source, limits, token));
+  v1::ShardGraphResponse response;
+  if (request.node_references() != v1::NODE_REFERENCES_NAMES) {
+    PARTPLAN_RETURN_IF_ERROR(ShardGraphPlan(graph, request, token, &response));
+    return SerializeWithinLimit(response, response_bytes);
+  }
+  PARTPLAN_RETURN_IF_ERROR(ShardGraphPlan(
+      graph, ShardRequestByIndex(request.config(), request.devices()), token, &response));
+  return SerializeResponseWithNames(graph, &response, response_bytes);
 }
 
 absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,

@@ -61,6 +61,13 @@ absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource&
                         const InputLimits& limits, const CancellationToken& token,
                         v1::ShardGraphResponse* response);
 
+// ShardGraph with its response serialised, as PartitionGraphSerialized does
+// PartitionGraph's: a plan by name is planned by node index and its names
+// written straight from the graph.
+absl::Status ShardGraphSerialized(const v1::ShardGraphRequest& request, const GraphSource& graph,
+                                  const InputLimits& limits, const CancellationToken& token,
+                                  absl::Cord* response_bytes);
+
 absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
                                 const GraphSource& graph, const InputLimits& limits,
                                 const CancellationToken& token,

@@ -1,5 +1,6 @@
-// SerializeResponseWithNames: a PartitionGraph or Plan response naming its
-// nodes, written as bytes straight from a plan by node index and the graph.
+// SerializeResponseWithNames: a PartitionGraph, Plan or ShardGraph response
+// naming its nodes, written as bytes straight from the same response by node
+// index and the graph.
 //
 // A plan by name lists every node's name twice (the assignments and the
 // partitions' nodes). Built as protobuf messages, that is a message and a
@@ -49,6 +50,11 @@ absl::Status SerializeResponseWithNames(const CompactGraph& graph,
 // The same for the Plan RPC, whose response holds its plan as
 // PartitionGraph's does (the same field), whichever planner made it.
 absl::Status SerializeResponseWithNames(const CompactGraph& graph, v1::PlanResponse* by_index,
+                                        absl::Cord* bytes,
+                                        size_t piece_bytes = kResponsePieceBytes);
+// The same for ShardGraph, whose response lists its shards' nodes by name
+// in `assignments` and each shard's `nodes` as a plan lists its partitions'.
+absl::Status SerializeResponseWithNames(const CompactGraph& graph, v1::ShardGraphResponse* by_index,
                                         absl::Cord* bytes,
                                         size_t piece_bytes = kResponsePieceBytes);
 

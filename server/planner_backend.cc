@@ -34,6 +34,14 @@ absl::Status PlannerBackend::PartitionGraphSerialized(const v1::PartitionGraphRe
                               response_bytes);
 }
 
+absl::Status PlannerBackend::ShardGraphSerialized(const v1::ShardGraphRequest& request,
+                                                  const GraphSource& graph,
+                                                  const CancellationToken& token,
+                                                  absl::Cord* response_bytes) {
+  return SerializeWhatItFills(*this, &PlannerBackend::ShardGraph, request, graph, token,
+                              response_bytes);
+}
+
 absl::Status PlannerBackend::PlanSerialized(const v1::PlanRequest& request,
                                             const GraphSource& graph,
                                             const CancellationToken& token,
@@ -66,6 +74,11 @@ class LibraryPlannerBackend final : public PlannerBackend {
                           const CancellationToken& token,
                           v1::ShardGraphResponse* response) override {
     return partplan::ShardGraph(request, graph, limits_, token, response);
+  }
+  absl::Status ShardGraphSerialized(const v1::ShardGraphRequest& request, const GraphSource& graph,
+                                    const CancellationToken& token,
+                                    absl::Cord* response_bytes) override {
+    return partplan::ShardGraphSerialized(request, graph, limits_, token, response_bytes);
   }
   absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
                                   const GraphSource& graph, const CancellationToken& token,

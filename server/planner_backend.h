@@ -55,6 +55,12 @@ class PlannerBackend {
   virtual absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph,
                                   const CancellationToken& token,
                                   v1::ShardGraphResponse* response) = 0;
+  // ShardGraph's response serialised (ShardGraphSerialized in
+  // planner/entry_points.h).
+  virtual absl::Status ShardGraphSerialized(const v1::ShardGraphRequest& request,
+                                            const GraphSource& graph,
+                                            const CancellationToken& token,
+                                            absl::Cord* response_bytes);
   virtual absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
                                           const GraphSource& graph, const CancellationToken& token,
                                           v1::BuildPipelineGraphResponse* response) = 0;

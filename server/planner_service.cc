@@ -108,13 +108,16 @@ using SerializingMethod = absl::Status (PlannerBackend::*)(const Request&, const
 
 // The backend method that answers an RPC of `Request` with its response's
 // bytes, for the RPCs whose plan by name the library writes without building
-// it as messages (PartitionGraph and Plan); nullptr for the others.
+// it as messages (PartitionGraph, Plan and ShardGraph); nullptr for the
+// others.
 template <typename Request>
 constexpr SerializingMethod<Request> SerializingMethodFor() {
   if constexpr (std::is_same_v<Request, v1::PartitionGraphRequest>) {
     return &PlannerBackend::PartitionGraphSerialized;
   } else if constexpr (std::is_same_v<Request, v1::PlanRequest>) {
     return &PlannerBackend::PlanSerialized;
+  } else if constexpr (std::is_same_v<Request, v1::ShardGraphRequest>) {
+    return &PlannerBackend::ShardGraphSerialized;
   } else {
     return nullptr;
   }

@@ -458,6 +458,12 @@ void CheckServedAsSerialized(const v1::PlanRequest& request, const GraphSource& 
                                                         status, response_bytes);
 }
 
+void CheckServedAsSerialized(const v1::ShardGraphRequest& request, const GraphSource& graph,
+                             const absl::Status& status, const std::string& response_bytes) {
+  CheckSerializedRpc<v1::ShardGraphRequest, v1::ShardGraphResponse>(
+      "ShardGraph", &ShardGraphSerialized, request, graph, status, response_bytes);
+}
+
 std::string Serialize(const google::protobuf::Message& message) {
   std::string bytes;
   {

@@ -11,9 +11,9 @@
 //     negative time;
 //   - the same request gives the same response bytes again (with
 //     summary.planner_seconds, wall time, cleared);
-//   - PartitionGraph and Plan as the server answers them
-//     (PartitionGraphSerialized, PlanSerialized, which write a plan by name
-//     without a message) give the same status
+//   - PartitionGraph, Plan and ShardGraph as the server answers them
+//     (PartitionGraphSerialized, PlanSerialized, ShardGraphSerialized, which
+//     write a plan by name without a message) give the same status
 //     and the same response, and so does a plan by name written in pieces
 //     of a few bytes (the server's are 1 MiB, more than a fuzzed response).
 // Crashes, leaks, undefined behaviour and timeouts are findings too: the
@@ -99,7 +99,8 @@ absl::Status RunChecked(absl::Status (*entry)(const Request&, const GraphSource&
   return status;
 }
 
-// Aborts unless PartitionGraphSerialized (PlanSerialized) on `request` and
+// Aborts unless PartitionGraphSerialized (PlanSerialized,
+// ShardGraphSerialized) on `request` and
 // `graph` gives `status`, and when OK, bytes that parse to the response
 // `response_bytes` holds (serialised by Serialize, wall times cleared); and,
 // for a plan by name, unless SerializeResponseWithNames in pieces of 1 to 61
@@ -107,6 +108,8 @@ absl::Status RunChecked(absl::Status (*entry)(const Request&, const GraphSource&
 void CheckServedAsSerialized(const v1::PartitionGraphRequest& request, const GraphSource& graph,
                              const absl::Status& status, const std::string& response_bytes);
 void CheckServedAsSerialized(const v1::PlanRequest& request, const GraphSource& graph,
+                             const absl::Status& status, const std::string& response_bytes);
+void CheckServedAsSerialized(const v1::ShardGraphRequest& request, const GraphSource& graph,
                              const absl::Status& status, const std::string& response_bytes);
 
 // One fuzzer: the request run both ways the server may run it, its graph
@@ -131,7 +134,8 @@ int RunOne(const uint8_t* data, size_t size,
     const GraphSource graph = GraphSource::Serialized(*graph_bytes);
     const absl::Status status = RunChecked(entry, rest, graph, rpc, &from_bytes);
     if constexpr (std::is_same_v<Request, v1::PartitionGraphRequest> ||
-                  std::is_same_v<Request, v1::PlanRequest>) {
+                  std::is_same_v<Request, v1::PlanRequest> ||
+                  std::is_same_v<Request, v1::ShardGraphRequest>) {
       CheckServedAsSerialized(rest, graph, status, from_bytes);
     }
     if (!parses) {

@@ -1,9 +1,10 @@
-// PartitionGraphSerialized and PlanSerialized, and the plan by name they
-// write from a plan by node index (SerializeResponseWithNames): byte for
-// byte protobuf's serialisation of the response PartitionGraph or Plan
-// fills, with names and with indices, over every partitioner fixture (and,
-// for Plan, every auto_shard fixture with both shard planners) and over
-// plans whose varints take more than one byte.
+// PartitionGraphSerialized, PlanSerialized and ShardGraphSerialized, and the
+// plan by name they write from a plan by node index
+// (SerializeResponseWithNames): byte for byte protobuf's serialisation of
+// the response PartitionGraph, Plan or ShardGraph fills, with names and with
+// indices, over every partitioner fixture (for PartitionGraph and Plan),
+// every auto_shard fixture with both shard planners (for ShardGraph and
+// Plan) and plans whose varints take more than one byte.
 #include "planner/plan_with_names.h"
 
 #include <optional>
@@ -16,6 +17,7 @@
 #include "planner/entry_points.h"
 #include "planner/serialized_request.h"
 #include "tests/planner/fixture_files.h"
+#include "tests/planner/plan_summary.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {
@@ -28,8 +30,7 @@ void ExpectSerializationOf(Response message, const absl::Cord& pieces) {
   const std::string bytes(pieces);
   Response parsed;
   ASSERT_TRUE(parsed.ParseFromString(bytes)) << "the bytes do not parse";
-  message.mutable_plan()->mutable_summary()->set_planner_seconds(
-      parsed.plan().summary().planner_seconds());
+  SummaryOf(message)->set_planner_seconds(SummaryOf(parsed)->planner_seconds());
   EXPECT_EQ(bytes, message.SerializeAsString());
 }
 
@@ -45,6 +46,8 @@ struct SerializedRpc {
 constexpr SerializedRpc<v1::PartitionGraphRequest, v1::PartitionGraphResponse> kPartitionGraph{
     &PartitionGraph, &PartitionGraphSerialized};
 constexpr SerializedRpc<v1::PlanRequest, v1::PlanResponse> kPlan{&Plan, &PlanSerialized};
+constexpr SerializedRpc<v1::ShardGraphRequest, v1::ShardGraphResponse> kShardGraph{
+    &ShardGraph, &ShardGraphSerialized};
 
 // Expects the RPC's bytes for `request`, with the graph parsed and read from
 // its bytes as the server reads it, to be the serialisation of the message
@@ -109,18 +112,22 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PlanWithNamesFixtureTest,
                          ::testing::ValuesIn(FixturePathsUnder(PartitionerFixtureDirs())),
                          FixturePathCaseName);
 
-// Plan with a shard planner: the shards become partitions, placed on the
-// devices, and are written by name alike.
+// ShardGraph, and Plan with a shard planner (whose shards become
+// partitions, placed on the devices), are written by name alike, with
+// either planner.
 class PlanWithNamesShardFixtureTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(PlanWithNamesShardFixtureTest, SerializesAsTheMessageWould) {
-  const auto shard_request = LoadFixtureRequest<v1::ShardGraphRequest>(GetParam());
+  const auto fixture_request = LoadFixtureRequest<v1::ShardGraphRequest>(GetParam());
   for (const v1::ShardConfig::Mode mode : {v1::ShardConfig::FAIRSCALE, v1::ShardConfig::BALANCED}) {
     SCOPED_TRACE(v1::ShardConfig::Mode_Name(mode));
+    v1::ShardGraphRequest shard_request = fixture_request;
+    shard_request.mutable_config()->set_mode(mode);
+    *shard_request.mutable_devices() = RoomyDevices(shard_request.config().shard_count());
+    EXPECT_TRUE(ExpectSameBytesAsTheMessage(kShardGraph, shard_request));
     v1::PlanRequest request;
     *request.mutable_graph() = shard_request.graph();
     *request.mutable_shard() = shard_request.config();
-    request.mutable_shard()->set_mode(mode);
-    *request.mutable_devices() = RoomyDevices(shard_request.config().shard_count());
+    *request.mutable_devices() = shard_request.devices();
     EXPECT_TRUE(ExpectSameBytesAsTheMessage(kPlan, request));
   }
 }

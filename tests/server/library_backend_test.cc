@@ -1,7 +1,7 @@
 // The server with its production backend, the planner library: a tiny graph
 // validates and partitions; an invalid one gets INVALID_ARGUMENT naming the
-// field; a plan of megabytes (PartitionGraph's or Plan's), sent as many
-// slices, arrives as the library made it.
+// field; a plan of megabytes (PartitionGraph's, Plan's or ShardGraph's),
+// sent as many slices, arrives as the library made it.
 #include <google/protobuf/text_format.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/error_details.h>
@@ -16,6 +16,7 @@
 #include "planner/entry_points.h"
 #include "planner/plan_with_names.h"
 #include "server/server.h"
+#include "tests/planner/plan_summary.h"
 #include "tests/planner/test_graphs.h"
 #include "tests/server/test_util.h"
 
@@ -152,10 +153,9 @@ v1::PartitionGraphRequest LargePlanRequest() {
 
 // Expects `served` to be `planned` but for the planner's own timing.
 template <typename Response>
-void ExpectSamePlan(const Response& served, Response planned) {
+void ExpectSamePlan(Response served, Response planned) {
   ASSERT_GT(planned.ByteSizeLong(), 3 * kResponsePieceBytes);
-  planned.mutable_plan()->mutable_summary()->set_planner_seconds(
-      served.plan().summary().planner_seconds());
+  SummaryOf(planned)->set_planner_seconds(SummaryOf(served)->planner_seconds());
   EXPECT_EQ(served.SerializeAsString(), planned.SerializeAsString());
 }
 
@@ -198,6 +198,26 @@ TEST_F(LibraryBackendTest, PlanSendsALargePlanWhole) {
     EXPECT_GE(served.plan().partitions_size(), 3);
     ExpectSamePlan(served, *planned);
   }
+}
+
+// ShardGraph too.
+TEST_F(LibraryBackendTest, ShardGraphSendsALargePlanWhole) {
+  const v1::PartitionGraphRequest partition_request = LargePlanRequest();
+  v1::ShardGraphRequest request;
+  *request.mutable_graph() = partition_request.graph();
+  *request.mutable_devices() = partition_request.devices();
+  request.mutable_config()->set_mode(v1::ShardConfig::BALANCED);
+  request.mutable_config()->set_shard_count(4);
+  grpc::ClientContext context;
+  v1::ShardGraphResponse served;
+  const grpc::Status status = stub_->ShardGraph(&context, request, &served);
+  ASSERT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+
+  absl::StatusOr<v1::ShardGraphResponse> planned =
+      ShardGraph(request, InputLimits(), CancellationToken());
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  EXPECT_EQ(served.shards_size(), 4);
+  ExpectSamePlan(served, *planned);
 }
 
 }  // namespace
