@@ -212,6 +212,13 @@ absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource&
   return SplitGraphPlan(graph, request, token, response);
 }
 
+absl::Status SplitGraphSerialized(const v1::SplitGraphRequest& request,
+                                  const GraphSource& graph_source, const InputLimits& limits,
+                                  const CancellationToken& token, absl::Cord* response_bytes) {
+  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
+  return SplitGraphSerializedPlan(graph, request, token, response_bytes);
+}
+
 absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph_source,
                         const InputLimits& limits, const CancellationToken& token,
                         v1::ShardGraphResponse* response) {

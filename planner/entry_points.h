@@ -31,7 +31,9 @@ namespace partplan {
 // Each entry point fills `*response` (which may live on an arena: the
 // server passes gRPC's arena-backed message, so a large plan is built
 // without a heap allocation per node) and returns OK, or returns the error
-// and leaves `*response` unspecified.
+// and leaves `*response` unspecified. For PartitionGraph, Plan, SplitGraph
+// and ShardGraph the server calls the *Serialized entry points below
+// instead, which return the response's bytes.
 //
 // Each takes the request's graph as a GraphSource (graph_import.h): the
 // server passes the graph's bytes as received (serialized_request.h) and the
@@ -56,6 +58,12 @@ absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
 absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph,
                         const InputLimits& limits, const CancellationToken& token,
                         v1::SplitGraphResponse* response);
+
+// SplitGraph with its response serialised, as the server sends it: written
+// as bytes without building the response as messages (split_graph.h).
+absl::Status SplitGraphSerialized(const v1::SplitGraphRequest& request, const GraphSource& graph,
+                                  const InputLimits& limits, const CancellationToken& token,
+                                  absl::Cord* response_bytes);
 
 absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph,
                         const InputLimits& limits, const CancellationToken& token,

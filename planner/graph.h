@@ -175,10 +175,14 @@ class CompactGraph {
 };
 
 // The nodes one node's arguments name, resolved in the order they name them
-// (args, then kwargs) without the name index: each is the next of the
-// node's distinct inputs (CompactGraph::inputs, in first-use order) or one
-// named before it, which is looked up. On a large graph, whose index is out
-// of cache, a lookup is a cache miss; this compares a name it has just read.
+// (args, then kwargs), mostly without the name index: the node's distinct
+// inputs (CompactGraph::inputs) are in first-use order, so when a caller
+// passes every node-valued argument in order, each is the next input or one
+// named before it. The next input is taken when its name matches; any other
+// name (one named before, or one after arguments the caller skipped) is
+// looked up, so the answer is right either way. On a large graph, whose
+// index is out of cache, a lookup is a cache miss; the match compares a
+// name just read.
 //
 //   ArgumentNodes arguments(graph, v);
 //   for (const v1::Value& value : reader.Read(v).args()) {

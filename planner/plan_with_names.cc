@@ -10,17 +10,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "planner/wire_writer.h"
 
 namespace partplan {
 namespace {
 
 using google::protobuf::io::CodedOutputStream;
 
-enum WireType : uint8_t { kVarint = 0, kLengthDelimited = 2 };
-
-// A field's tag: every field written here is numbered below 16, so its tag
-// is one byte.
-constexpr uint8_t Tag(int field, WireType type) { return static_cast<uint8_t>(field << 3 | type); }
+// Every field written here is numbered below 16, so its tag is one byte.
 static_assert(v1::PartitionGraphResponse::kPlanFieldNumber < 16 &&
                   v1::PlanResponse::kPlanFieldNumber < 16 &&
                   v1::PartitionPlan::kAssignmentsFieldNumber < 16 &&
@@ -69,110 +66,11 @@ constexpr uint8_t kNodeNameTag = Tag(v1::NodePartition::kNodeFieldNumber, kLengt
 constexpr uint8_t kNodePartitionTag = Tag(v1::NodePartition::kPartitionFieldNumber, kVarint);
 constexpr uint8_t kPartitionNodeTag = Tag(v1::Partition::kNodesFieldNumber, kLengthDelimited);
 
-// The bytes of a length-delimited field's tag and length, and of the whole
-// field, whose payload is `payload` bytes.
-size_t FieldHeaderSize(size_t payload) {
-  return 1 + CodedOutputStream::VarintSize32(static_cast<uint32_t>(payload));
-}
-size_t FieldSize(size_t payload) { return FieldHeaderSize(payload) + payload; }
-
 // The payload of NodePartition{node: name, partition} (protobuf leaves a
 // partition of 0 out).
 size_t AssignmentSize(absl::string_view name, int32_t partition) {
   return FieldSize(name.size()) +
          (partition != 0 ? 1 + CodedOutputStream::VarintSize32SignExtended(partition) : 0);
-}
-
-// Writes `size` bytes into pieces of about `piece_bytes` each, appended to
-// a Cord. The fields written after a Reserve are whole within one piece (a
-// piece ends early rather than split them, or is as large as they are);
-// Append writes bytes of any length across pieces. Finish says whether
-// exactly `size` bytes were written.
-//
-// Why pieces: one block of the whole response (34 MB at 10^6 nodes, above
-// glibc's largest mmap threshold) is mapped and page-faulted afresh on every
-// call, where pieces of 1 MiB reuse memory the allocator holds; gRPC sends a
-// buffer of slices as it sends one.
-class WireWriter {
- public:
-  WireWriter(size_t size, size_t piece_bytes, absl::Cord* out)
-      : size_(size), piece_bytes_(piece_bytes), out_(out) {
-    out_->Clear();
-  }
-
-  // Hands the last piece to the Cord; false unless `size` bytes were
-  // written in all.
-  bool Finish() {
-    Flush();
-    return flushed_ == size_;
-  }
-
-  // Makes room for `bytes` more in the current piece; the writes below
-  // stay within it.
-  void Reserve(size_t bytes) {
-    if (static_cast<size_t>(end_ - next_) >= bytes) return;
-    Flush();
-    const size_t unwritten = size_ > flushed_ ? size_ - flushed_ : 0;
-    const size_t size = std::max(bytes, std::min(piece_bytes_, unwritten));
-    piece_.resize(size);
-    next_ = reinterpret_cast<uint8_t*>(piece_.data());
-    end_ = next_ + size;
-  }
-
-  void Byte(uint8_t byte) { *next_++ = byte; }
-  void Varint(uint32_t value) { next_ = CodedOutputStream::WriteVarint32ToArray(value, next_); }
-  void SignedVarint(int32_t value) {
-    next_ = CodedOutputStream::WriteVarint32SignExtendedToArray(value, next_);
-  }
-  void Copy(absl::string_view bytes) {
-    std::memcpy(next_, bytes.data(), bytes.size());
-    next_ += bytes.size();
-  }
-  // A length-delimited field: tag, length, then `payload` (or, with only a
-  // length, what the caller writes next).
-  void Field(uint8_t tag, absl::string_view payload) {
-    FieldHeader(tag, payload.size());
-    Copy(payload);
-  }
-  void FieldHeader(uint8_t tag, size_t length) {
-    Byte(tag);
-    Varint(static_cast<uint32_t>(length));
-  }
-
-  // `bytes` of any length, split across pieces as they fill.
-  void Append(absl::string_view bytes) {
-    while (!bytes.empty()) {
-      Reserve(1);
-      const size_t part = std::min(bytes.size(), static_cast<size_t>(end_ - next_));
-      Copy(bytes.substr(0, part));
-      bytes.remove_prefix(part);
-    }
-  }
-
- private:
-  // Hands the piece written so far to the Cord (which keeps it uncopied).
-  void Flush() {
-    const size_t written = piece_.size() - static_cast<size_t>(end_ - next_);
-    if (written == 0) return;
-    piece_.resize(written);
-    flushed_ += written;
-    out_->Append(std::move(piece_));
-    piece_ = std::string();
-    next_ = end_ = nullptr;
-  }
-
-  const size_t size_;
-  size_t flushed_ = 0;  // bytes in the Cord
-  const size_t piece_bytes_;
-  absl::Cord* out_;
-  std::string piece_;
-  uint8_t* next_ = nullptr;
-  uint8_t* end_ = nullptr;
-};
-
-absl::Status TooLargeError(size_t bytes) {
-  return absl::InternalError(absl::StrCat("cannot serialise the response: it is ", bytes,
-                                          " bytes, over protobuf's limit of 2 GiB on a message"));
 }
 
 // One part of a plan (a Partition or a Shard) as protobuf serialises it
@@ -272,20 +170,6 @@ class PlanBody {
   size_t size_ = 0;
 };
 
-// Writes `size` bytes with `write(WireWriter&)`, after checking that every
-// length in them fits 32 bits.
-template <typename Write>
-absl::Status WriteResponse(size_t size, size_t piece_bytes, absl::Cord* bytes, Write write) {
-  if (size > static_cast<size_t>(std::numeric_limits<int>::max())) return TooLargeError(size);
-  WireWriter out(size, piece_bytes, bytes);
-  write(out);
-  if (!out.Finish()) {
-    return absl::InternalError(absl::StrCat("the plan by name was sized at ", size,
-                                            " bytes and written as ", bytes->size()));
-  }
-  return absl::OkStatus();
-}
-
 // SerializeResponseWithNames for either response holding a plan
 // (PartitionGraphResponse, PlanResponse): the plan's field, then the
 // response's other fields, all numbered after it.
@@ -297,13 +181,13 @@ absl::Status WriteResponseWithNames(const CompactGraph& graph, Response* by_inde
                       plan.mutable_partitions());
   by_index->clear_plan();
   const std::string response_rest = by_index->SerializeAsString();
-  return WriteResponse(FieldSize(body.size()) + response_rest.size(), piece_bytes, bytes,
-                       [&](WireWriter& out) {
-                         out.Reserve(FieldHeaderSize(body.size()));
-                         out.FieldHeader(kPlanTag, body.size());
-                         body.Write(out);
-                         out.Append(response_rest);
-                       });
+  return WriteResponseBytes(FieldSize(body.size()) + response_rest.size(), piece_bytes, bytes,
+                            [&](WireWriter& out) {
+                              out.Reserve(FieldHeaderSize(body.size()));
+                              out.FieldHeader(kPlanTag, body.size());
+                              body.Write(out);
+                              out.Append(response_rest);
+                            });
 }
 
 }  // namespace
@@ -311,7 +195,7 @@ absl::Status WriteResponseWithNames(const CompactGraph& graph, Response* by_inde
 absl::Status SerializeWithinLimit(const google::protobuf::Message& response, absl::Cord* bytes) {
   std::string serialized;
   if (!response.SerializeToString(&serialized)) {
-    return TooLargeError(response.ByteSizeLong());
+    return ResponseTooLargeError(response.ByteSizeLong());
   }
   *bytes = absl::Cord(std::move(serialized));
   return absl::OkStatus();
@@ -332,8 +216,8 @@ absl::Status SerializeResponseWithNames(const CompactGraph& graph, v1::ShardGrap
                                         absl::Cord* bytes, size_t piece_bytes) {
   const PlanBody body(graph, by_index, by_index->mutable_shard_by_node_index(),
                       by_index->mutable_shards());
-  return WriteResponse(body.size(), piece_bytes, bytes,
-                       [&body](WireWriter& out) { body.Write(out); });
+  return WriteResponseBytes(body.size(), piece_bytes, bytes,
+                            [&body](WireWriter& out) { body.Write(out); });
 }
 
 }  // namespace partplan

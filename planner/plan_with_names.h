@@ -29,11 +29,9 @@
 #include "absl/strings/cord.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/graph.h"
+#include "planner/wire_writer.h"
 
 namespace partplan {
-
-// The size of the pieces a response by name is written in.
-inline constexpr size_t kResponsePieceBytes = size_t{1} << 20;
 
 // Writes into `*bytes` (replacing what it held) the serialised response
 // that lists nodes by name, from `by_index`, the plan of the same graph with

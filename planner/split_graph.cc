@@ -3,11 +3,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
+#include "absl/types/span.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "planner/module_split.h"
 #include "planner/name_index.h"
+#include "planner/serialized_request.h"
 #include "planner/status_util.h"
+#include "planner/wire_writer.h"
 
 namespace partplan {
 namespace {
@@ -53,63 +57,213 @@ absl::StatusOr<std::vector<int32_t>> PartitionOfNodes(const CompactGraph& graph,
   return partition_of;
 }
 
+using google::protobuf::io::CodedOutputStream;
+
+// Every field written here is numbered below 16 (one-byte tags), and the
+// writer below writes them in number order, as protobuf does.
+static_assert(v1::SplitGraphResponse::kSubmodulesFieldNumber <
+                      v1::SplitGraphResponse::kBaseGraphFieldNumber &&
+                  v1::SplitGraphResponse::kBaseGraphFieldNumber <
+                      v1::SplitGraphResponse::kQualnameMapFieldNumber &&
+                  v1::SplitGraphResponse::kQualnameMapFieldNumber <
+                      v1::SplitGraphResponse::kOutputValuesFieldNumber &&
+                  v1::SplitGraphResponse::kOutputValuesFieldNumber < 16,
+              "response field order");
+static_assert(v1::Submodule::kNameFieldNumber < v1::Submodule::kNodesFieldNumber &&
+                  v1::Submodule::kPartitionFieldNumber < v1::Submodule::kNodesFieldNumber &&
+                  v1::Submodule::kNodesFieldNumber < v1::Submodule::kInputsFieldNumber &&
+                  v1::Submodule::kInputsFieldNumber < v1::Submodule::kOutputsFieldNumber &&
+                  v1::Submodule::kOutputsFieldNumber < v1::Submodule::kDependsOnFieldNumber &&
+                  v1::Submodule::kOutputsFieldNumber < v1::Submodule::kDependentsFieldNumber &&
+                  v1::Submodule::kDependentsFieldNumber < 16,
+              "submodule field order");
+static_assert(v1::QualifiedName::kSplitNameFieldNumber <
+                      v1::QualifiedName::kOriginalNameFieldNumber &&
+                  v1::QualifiedName::kOriginalNameFieldNumber < 16,
+              "qualified name field order");
+
+constexpr uint8_t kSubmoduleTag =
+    Tag(v1::SplitGraphResponse::kSubmodulesFieldNumber, kLengthDelimited);
+constexpr uint8_t kQualifiedNameTag =
+    Tag(v1::SplitGraphResponse::kQualnameMapFieldNumber, kLengthDelimited);
+constexpr uint8_t kNodesTag = Tag(v1::Submodule::kNodesFieldNumber, kLengthDelimited);
+constexpr uint8_t kInputsTag = Tag(v1::Submodule::kInputsFieldNumber, kLengthDelimited);
+constexpr uint8_t kOutputsTag = Tag(v1::Submodule::kOutputsFieldNumber, kLengthDelimited);
+constexpr uint8_t kSplitNameTag = Tag(v1::QualifiedName::kSplitNameFieldNumber, kLengthDelimited);
+constexpr uint8_t kOriginalNameTag =
+    Tag(v1::QualifiedName::kOriginalNameFieldNumber, kLengthDelimited);
+
+// A singular string field as protobuf writes it: nothing when empty.
+size_t StringFieldSize(absl::string_view value) {
+  return value.empty() ? 0 : FieldSize(value.size());
+}
+
+// A SplitGraphResponse, sized and then written as bytes. What it holds per
+// node (each submodule's nodes, inputs and outputs, and the qualname_map's
+// entry of each call_module node's target) is written straight from the
+// graph's names and the targets; the rest, a few fields per submodule, is
+// serialised by protobuf and copied in. At 10^6 nodes, building the response
+// as messages made a std::string per node and per entry.
+class SplitResponseWriter {
+ public:
+  SplitResponseWriter(const CompactGraph& graph, const ModuleSplit& split)
+      : graph_(graph), split_(split) {
+    for (int32_t i : split.construction_order) AddSubmodule(split.partitions[i]);
+    v1::SplitGraphResponse base_graph;
+    for (int32_t i : split.construction_order) {
+      const SplitPartition& part = split.partitions[i];
+      v1::BaseGraphCall* call = base_graph.add_base_graph();
+      call->set_submodule(part.submodule_name);
+      *call->mutable_arguments() = {part.argument_names.begin(), part.argument_names.end()};
+      *call->mutable_results() = {part.result_names.begin(), part.result_names.end()};
+    }
+    base_graph_ = base_graph.SerializeAsString();
+    size_ += base_graph_.size();
+    AddQualifiedNames();
+    v1::SplitGraphResponse output_values;
+    *output_values.mutable_output_values() = {split.output_values.begin(),
+                                              split.output_values.end()};
+    output_values_ = output_values.SerializeAsString();
+    size_ += output_values_.size();
+  }
+
+  size_t size() const { return size_; }
+
+  void Write(WireWriter& out) const {
+    for (const SubmoduleBytes& submodule : submodules_) {
+      out.Reserve(FieldHeaderSize(submodule.payload));
+      out.FieldHeader(kSubmoduleTag, submodule.payload);
+      out.Append(submodule.before_nodes);
+      WriteNames(kNodesTag, submodule.part->nodes, out);
+      WriteNames(kInputsTag, submodule.part->inputs, out);
+      WriteNames(kOutputsTag, submodule.part->outputs, out);
+      out.Append(submodule.after_nodes);
+    }
+    out.Append(base_graph_);
+    for (const int32_t i : qualified_) {
+      const absl::string_view split_name = split_names_[i];
+      const absl::string_view target = targets_[i];
+      const size_t payload = StringFieldSize(split_name) + StringFieldSize(target);
+      out.Reserve(FieldSize(payload));
+      out.FieldHeader(kQualifiedNameTag, payload);
+      if (!split_name.empty()) out.Field(kSplitNameTag, split_name);
+      if (!target.empty()) out.Field(kOriginalNameTag, target);
+    }
+    out.Append(output_values_);
+  }
+
+ private:
+  // A submodule's fields before its node lists (name, partition) and after
+  // them (depends_on, dependents), serialised; the lists come from `part`.
+  struct SubmoduleBytes {
+    std::string before_nodes;
+    std::string after_nodes;
+    const SplitPartition* part = nullptr;
+    size_t payload = 0;
+  };
+
+  void AddSubmodule(const SplitPartition& part) {
+    SubmoduleBytes& out = submodules_.emplace_back();
+    out.part = &part;
+    v1::Submodule fields;
+    fields.set_name(part.submodule_name);
+    fields.set_partition(part.partition);
+    out.before_nodes = fields.SerializeAsString();
+    fields.Clear();
+    for (int32_t j : part.depends_on) fields.add_depends_on(split_.partitions[j].submodule_name);
+    for (int32_t j : part.dependents) fields.add_dependents(split_.partitions[j].submodule_name);
+    out.after_nodes = fields.SerializeAsString();
+    out.payload = out.before_nodes.size() + NamesSize(part.nodes) + NamesSize(part.inputs) +
+                  NamesSize(part.outputs) + out.after_nodes.size();
+    size_ += FieldSize(out.payload);
+  }
+
+  // split_module's qualname_map: per call_module node's target,
+  // `submod_X.<target with . as _>` and the target, the first use of each
+  // split name only, in graph order. The first uses are found with a
+  // NameIndex, which stays fast where a hash set of a million names would
+  // miss the cache on every insert.
+  void AddQualifiedNames() {
+    std::vector<const std::string*> submodule_name_of(graph_.num_nodes(), nullptr);
+    for (const SplitPartition& part : split_.partitions) {
+      for (NodeId v : part.nodes) submodule_name_of[v] = &part.submodule_name;
+    }
+    NodeReader nodes(graph_);
+    std::string split_name;
+    for (NodeId v = 0; v < graph_.num_nodes(); ++v) {
+      if (graph_.op(v) != v1::CALL_MODULE) continue;
+      const absl::string_view target = nodes.OwnFields(v).target;
+      split_name.assign(*submodule_name_of[v]);
+      split_name += '.';
+      for (const char c : target) split_name += c == '.' ? '_' : c;
+      split_names_.Add(split_name);
+      targets_.Add(target);
+    }
+    NameIndex first_use(split_names_.size());
+    HashAhead hashes(first_use, split_names_.size(), [this](int64_t i) { return split_names_[i]; });
+    for (int32_t i = 0; i < static_cast<int32_t>(split_names_.size()); ++i) {
+      if (first_use.Insert(split_names_, i, hashes.Next(i)) >= 0) continue;
+      qualified_.push_back(i);
+      size_ += FieldSize(StringFieldSize(split_names_[i]) + StringFieldSize(targets_[i]));
+    }
+  }
+
+  size_t NamesSize(absl::Span<const NodeId> ids) const {
+    size_t size = 0;
+    for (NodeId v : ids) size += FieldSize(graph_.name(v).size());
+    return size;
+  }
+
+  // A repeated string field of node names. A large graph's names are out of
+  // cache by now: each is prefetched a few names before it is copied.
+  void WriteNames(uint8_t tag, absl::Span<const NodeId> ids, WireWriter& out) const {
+    constexpr size_t kNameAhead = 16;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i + kNameAhead < ids.size()) __builtin_prefetch(graph_.name(ids[i + kNameAhead]).data());
+      const absl::string_view name = graph_.name(ids[i]);
+      out.Reserve(FieldSize(name.size()));
+      out.Field(tag, name);
+    }
+  }
+
+  const CompactGraph& graph_;
+  const ModuleSplit& split_;
+  std::vector<SubmoduleBytes> submodules_;  // in construction order
+  std::string base_graph_;                  // field base_graph, serialised
+  StringPool split_names_;                  // per call_module node
+  StringPool targets_;                      // per call_module node
+  std::vector<int32_t> qualified_;          // the first use of each split name
+  std::string output_values_;               // field output_values, serialised
+  size_t size_ = 0;
+};
+
 }  // namespace
 
-absl::Status SplitGraphPlan(const CompactGraph& graph, const v1::SplitGraphRequest& request,
-                            const CancellationToken& token, v1::SplitGraphResponse* out) {
+absl::Status SplitGraphSerializedPlan(const CompactGraph& graph,
+                                      const v1::SplitGraphRequest& request,
+                                      const CancellationToken& token, absl::Cord* response_bytes,
+                                      size_t piece_bytes) {
   PARTPLAN_ASSIGN_OR_RETURN(const std::vector<int32_t> partition_of,
                             PartitionOfNodes(graph, request));
   PARTPLAN_ASSIGN_OR_RETURN(const ModuleSplit split,
                             SplitModule(graph, partition_of, request.keep_original_order(),
                                         "assignments", token));
-  v1::SplitGraphResponse& response = *out;
-  response.Clear();
-  for (int32_t i : split.construction_order) {
-    const SplitPartition& part = split.partitions[i];
-    v1::Submodule* submodule = response.add_submodules();
-    submodule->set_name(part.submodule_name);
-    submodule->set_partition(part.partition);
-    graph.AppendNames(part.nodes, submodule->mutable_nodes());
-    graph.AppendNames(part.inputs, submodule->mutable_inputs());
-    graph.AppendNames(part.outputs, submodule->mutable_outputs());
-    for (int32_t j : part.depends_on) {
-      submodule->add_depends_on(split.partitions[j].submodule_name);
-    }
-    for (int32_t j : part.dependents) {
-      submodule->add_dependents(split.partitions[j].submodule_name);
-    }
-    v1::BaseGraphCall* call = response.add_base_graph();
-    call->set_submodule(part.submodule_name);
-    *call->mutable_arguments() = {part.argument_names.begin(), part.argument_names.end()};
-    *call->mutable_results() = {part.result_names.begin(), part.result_names.end()};
+  const SplitResponseWriter response(graph, split);
+  return WriteResponseBytes(response.size(), piece_bytes, response_bytes,
+                            [&response](WireWriter& out) { response.Write(out); });
+}
+
+absl::Status SplitGraphPlan(const CompactGraph& graph, const v1::SplitGraphRequest& request,
+                            const CancellationToken& token, v1::SplitGraphResponse* response) {
+  absl::Cord bytes;
+  PARTPLAN_RETURN_IF_ERROR(SplitGraphSerializedPlan(graph, request, token, &bytes));
+  std::vector<absl::string_view> pieces(bytes.Chunks().begin(), bytes.Chunks().end());
+  const ChunkedBytes chunked(pieces);
+  ChunkedInputStream stream(chunked);
+  response->Clear();
+  if (!response->ParseFromZeroCopyStream(&stream)) {
+    return absl::InternalError("the split's response does not parse");
   }
-  // split_module's qualname_map: one entry per submodule target, in graph
-  // order of first use.
-  std::vector<const std::string*> submodule_name_of(graph.num_nodes(), nullptr);
-  for (const SplitPartition& part : split.partitions) {
-    for (NodeId v : part.nodes) submodule_name_of[v] = &part.submodule_name;
-  }
-  std::vector<NodeId> modules;
-  std::vector<std::string> split_names;
-  NodeReader nodes(graph);
-  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-    if (graph.op(v) != v1::CALL_MODULE) continue;
-    modules.push_back(v);
-    split_names.push_back(absl::StrCat(
-        *submodule_name_of[v], ".", absl::StrReplaceAll(nodes.OwnFields(v).target, {{".", "_"}})));
-  }
-  // First uses found with a NameIndex, which stays fast where a hash set of
-  // a million names would miss the cache on every insert.
-  NameIndex first_use(static_cast<int64_t>(split_names.size()));
-  HashAhead hashes(first_use, static_cast<int64_t>(split_names.size()),
-                   [&](int64_t i) -> const std::string& { return split_names[i]; });
-  for (int32_t i = 0; i < static_cast<int32_t>(split_names.size()); ++i) {
-    if (first_use.Insert(split_names, i, hashes.Next(i)) >= 0) continue;
-    v1::QualifiedName* entry = response.add_qualname_map();
-    entry->set_split_name(split_names[i]);
-    entry->set_original_name(std::string(nodes.OwnFields(modules[i]).target));
-  }
-  *response.mutable_output_values() = {split.output_values.begin(), split.output_values.end()};
   return absl::OkStatus();
 }
 

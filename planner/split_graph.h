@@ -14,14 +14,28 @@
 #ifndef PARTPLAN_PLANNER_SPLIT_GRAPH_H_
 #define PARTPLAN_PLANNER_SPLIT_GRAPH_H_
 
+#include <cstddef>
+
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/cancellation.h"
 #include "planner/graph.h"
+#include "planner/wire_writer.h"
 
 namespace partplan {
 
-// Fills `*response` (which may live on an arena).
+// Writes the serialised response into `*response_bytes` (replacing what it
+// held), in pieces of about `piece_bytes` that gRPC sends as slices: the
+// bytes protobuf would make of the response, written without building it
+// as messages (a string per node, at 10^6 nodes most of the time and heap).
+absl::Status SplitGraphSerializedPlan(const CompactGraph& graph,
+                                      const v1::SplitGraphRequest& request,
+                                      const CancellationToken& token, absl::Cord* response_bytes,
+                                      size_t piece_bytes = kResponsePieceBytes);
+
+// Fills `*response` (which may live on an arena): SplitGraphSerializedPlan's
+// bytes, parsed.
 absl::Status SplitGraphPlan(const CompactGraph& graph, const v1::SplitGraphRequest& request,
                             const CancellationToken& token, v1::SplitGraphResponse* response);
 

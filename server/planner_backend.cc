@@ -34,6 +34,14 @@ absl::Status PlannerBackend::PartitionGraphSerialized(const v1::PartitionGraphRe
                               response_bytes);
 }
 
+absl::Status PlannerBackend::SplitGraphSerialized(const v1::SplitGraphRequest& request,
+                                                  const GraphSource& graph,
+                                                  const CancellationToken& token,
+                                                  absl::Cord* response_bytes) {
+  return SerializeWhatItFills(*this, &PlannerBackend::SplitGraph, request, graph, token,
+                              response_bytes);
+}
+
 absl::Status PlannerBackend::ShardGraphSerialized(const v1::ShardGraphRequest& request,
                                                   const GraphSource& graph,
                                                   const CancellationToken& token,
@@ -69,6 +77,11 @@ class LibraryPlannerBackend final : public PlannerBackend {
                           const CancellationToken& token,
                           v1::SplitGraphResponse* response) override {
     return partplan::SplitGraph(request, graph, limits_, token, response);
+  }
+  absl::Status SplitGraphSerialized(const v1::SplitGraphRequest& request, const GraphSource& graph,
+                                    const CancellationToken& token,
+                                    absl::Cord* response_bytes) override {
+    return partplan::SplitGraphSerialized(request, graph, limits_, token, response_bytes);
   }
   absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph,
                           const CancellationToken& token,

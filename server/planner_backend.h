@@ -16,7 +16,10 @@
 // passes the graph's bytes as received and the request's other fields
 // parsed (planner/serialized_request.h), so a large graph is never parsed
 // into messages. Each fills `*response`, which the service created on the call's arena
-// and serialises straight from there, so a plan is never copied.
+// and serialises straight from there, so a plan is never copied; but the
+// service answers PartitionGraph, Plan, SplitGraph and ShardGraph through
+// their *Serialized methods, which return the response's bytes (the
+// library's write them without building the response as messages).
 //
 // Implementations must be safe to call concurrently from many threads.
 #ifndef PARTPLAN_SERVER_PLANNER_BACKEND_H_
@@ -52,6 +55,12 @@ class PlannerBackend {
   virtual absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph,
                                   const CancellationToken& token,
                                   v1::SplitGraphResponse* response) = 0;
+  // SplitGraph's response serialised (SplitGraphSerialized in
+  // planner/entry_points.h).
+  virtual absl::Status SplitGraphSerialized(const v1::SplitGraphRequest& request,
+                                            const GraphSource& graph,
+                                            const CancellationToken& token,
+                                            absl::Cord* response_bytes);
   virtual absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph,
                                   const CancellationToken& token,
                                   v1::ShardGraphResponse* response) = 0;

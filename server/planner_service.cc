@@ -107,9 +107,9 @@ using SerializingMethod = absl::Status (PlannerBackend::*)(const Request&, const
                                                            const CancellationToken&, absl::Cord*);
 
 // The backend method that answers an RPC of `Request` with its response's
-// bytes, for the RPCs whose plan by name the library writes without building
-// it as messages (PartitionGraph, Plan and ShardGraph); nullptr for the
-// others.
+// bytes, for the RPCs whose response the library writes without building it
+// as messages (PartitionGraph, Plan, ShardGraph and SplitGraph); nullptr for
+// the others.
 template <typename Request>
 constexpr SerializingMethod<Request> SerializingMethodFor() {
   if constexpr (std::is_same_v<Request, v1::PartitionGraphRequest>) {
@@ -118,6 +118,8 @@ constexpr SerializingMethod<Request> SerializingMethodFor() {
     return &PlannerBackend::PlanSerialized;
   } else if constexpr (std::is_same_v<Request, v1::ShardGraphRequest>) {
     return &PlannerBackend::ShardGraphSerialized;
+  } else if constexpr (std::is_same_v<Request, v1::SplitGraphRequest>) {
+    return &PlannerBackend::SplitGraphSerialized;
   } else {
     return nullptr;
   }

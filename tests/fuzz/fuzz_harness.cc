@@ -458,6 +458,29 @@ void CheckServedAsSerialized(const v1::PlanRequest& request, const GraphSource& 
                                                         status, response_bytes);
 }
 
+void CheckServedAsSerialized(const v1::SplitGraphRequest& request, const GraphSource& graph,
+                             const absl::Status& status, const std::string& response_bytes) {
+  constexpr absl::string_view kRpc = "SplitGraph";
+  absl::Cord served;
+  const absl::Status served_status =
+      SplitGraphSerialized(request, graph, FuzzLimits(), CancellationToken(), &served);
+  if (served_status != status) {
+    FailWith(kRpc, absl::StrCat("SplitGraphSerialized gave ", served_status.ToString(), " against ",
+                                status.ToString()));
+  }
+  if (!status.ok()) return;
+  // SplitGraph's message is these bytes parsed: the check that matters is
+  // that they are protobuf's own serialisation of it.
+  const std::string bytes(served);
+  v1::SplitGraphResponse response;
+  if (!response.ParseFromString(bytes) || Serialize(response) != bytes) {
+    FailWith(kRpc, "SplitGraphSerialized's bytes are not protobuf's serialisation of a response");
+  }
+  if (bytes != response_bytes) {
+    FailWith(kRpc, "SplitGraphSerialized's response differs from SplitGraph's");
+  }
+}
+
 void CheckServedAsSerialized(const v1::ShardGraphRequest& request, const GraphSource& graph,
                              const absl::Status& status, const std::string& response_bytes) {
   CheckSerializedRpc<v1::ShardGraphRequest, v1::ShardGraphResponse>(

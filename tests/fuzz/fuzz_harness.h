@@ -111,6 +111,11 @@ void CheckServedAsSerialized(const v1::PlanRequest& request, const GraphSource& 
                              const absl::Status& status, const std::string& response_bytes);
 void CheckServedAsSerialized(const v1::ShardGraphRequest& request, const GraphSource& graph,
                              const absl::Status& status, const std::string& response_bytes);
+// For SplitGraph, whose message is SplitGraphSerialized's bytes parsed:
+// aborts unless those bytes give `status` and are protobuf's serialisation
+// of the response `response_bytes` holds.
+void CheckServedAsSerialized(const v1::SplitGraphRequest& request, const GraphSource& graph,
+                             const absl::Status& status, const std::string& response_bytes);
 
 // One fuzzer: the request run both ways the server may run it, its graph
 // imported from the bytes (the request's other fields parsed) and parsed
@@ -135,7 +140,8 @@ int RunOne(const uint8_t* data, size_t size,
     const absl::Status status = RunChecked(entry, rest, graph, rpc, &from_bytes);
     if constexpr (std::is_same_v<Request, v1::PartitionGraphRequest> ||
                   std::is_same_v<Request, v1::PlanRequest> ||
-                  std::is_same_v<Request, v1::ShardGraphRequest>) {
+                  std::is_same_v<Request, v1::ShardGraphRequest> ||
+                  std::is_same_v<Request, v1::SplitGraphRequest>) {
       CheckServedAsSerialized(rest, graph, status, from_bytes);
     }
     if (!parses) {

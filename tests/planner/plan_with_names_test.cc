@@ -161,6 +161,16 @@ v1::PartitionGraphRequest ManySmallPartitions(int length, int name_length) {
   return request;
 }
 
+// The same graph and devices in BALANCED stages, one a device.
+v1::ShardGraphRequest AsShardRequest(const v1::PartitionGraphRequest& partition_request) {
+  v1::ShardGraphRequest request;
+  *request.mutable_graph() = partition_request.graph();
+  *request.mutable_devices() = partition_request.devices();
+  request.mutable_config()->set_mode(v1::ShardConfig::BALANCED);
+  request.mutable_config()->set_shard_count(partition_request.devices().devices_size());
+  return request;
+}
+
 TEST(PlanWithNamesTest, WritesLongVarintsAsProtobufDoes) {
   for (const int name_length : {1, 130, 20000}) {
     SCOPED_TRACE(name_length);
@@ -170,6 +180,12 @@ TEST(PlanWithNamesTest, WritesLongVarintsAsProtobufDoes) {
     ASSERT_TRUE(plan.ok()) << plan.status();
     ASSERT_EQ(plan->plan().summary().partition_count(), 300);  // ids past 127
     EXPECT_TRUE(ExpectSameBytesAsTheMessage(request));
+    const v1::ShardGraphRequest shard_request = AsShardRequest(request);
+    const absl::StatusOr<v1::ShardGraphResponse> shards =
+        ShardGraph(shard_request, InputLimits(), CancellationToken());
+    ASSERT_TRUE(shards.ok()) << shards.status();
+    ASSERT_EQ(shards->shards_size(), 300);
+    EXPECT_TRUE(ExpectSameBytesAsTheMessage(kShardGraph, shard_request));
   }
 }
 
@@ -189,12 +205,24 @@ TEST(PlanWithNamesTest, WritesTheSameBytesInPiecesOfAnySize) {
   const absl::StatusOr<CompactGraph> graph =
       ImportGraph(request.graph(), InputLimits(), CancellationToken());
   ASSERT_TRUE(graph.ok()) << graph.status();
+  v1::ShardGraphRequest shard_request = AsShardRequest(request);
+  shard_request.set_node_references(v1::NODE_REFERENCES_INDICES);
+  const absl::StatusOr<v1::ShardGraphResponse> shards_by_index =
+      ShardGraph(shard_request, InputLimits(), CancellationToken());
+  ASSERT_TRUE(shards_by_index.ok()) << shards_by_index.status();
+  shard_request.set_node_references(v1::NODE_REFERENCES_NAMES);
+  const absl::StatusOr<v1::ShardGraphResponse> shards_by_name =
+      ShardGraph(shard_request, InputLimits(), CancellationToken());
+  ASSERT_TRUE(shards_by_name.ok()) << shards_by_name.status();
   for (const size_t piece_bytes : {0, 1, 2, 3, 7, 64, 1000, 100000}) {
     SCOPED_TRACE(piece_bytes);
     v1::PartitionGraphResponse taken = *by_index;
     absl::Cord bytes("left from before");
     ASSERT_TRUE(SerializeResponseWithNames(*graph, &taken, &bytes, piece_bytes).ok());
     ExpectSerializationOf(*by_name, bytes);
+    v1::ShardGraphResponse shards_taken = *shards_by_index;
+    ASSERT_TRUE(SerializeResponseWithNames(*graph, &shards_taken, &bytes, piece_bytes).ok());
+    ExpectSerializationOf(*shards_by_name, bytes);
   }
 }
 
@@ -229,6 +257,45 @@ TEST(PlanWithNamesTest, ErrorsAreThoseOfPartitionGraph) {
   const absl::Status status = PartitionGraphSerialized(request, request.graph(), InputLimits(),
                                                        CancellationToken(), &bytes);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Plan's and ShardGraph's errors, as they come from the message's path:
+// the shard planner's (Plan's names its options `shard`), the partitioner's
+// through Plan (`partitioner`), a bad inventory, and a bad node_references.
+TEST(PlanWithNamesTest, ErrorsAreThoseOfPlanAndShardGraph) {
+  const v1::PartitionGraphRequest chain = ManySmallPartitions(3, 4);
+  v1::ShardGraphRequest shard = AsShardRequest(chain);
+  shard.mutable_config()->set_shard_count(0);
+  EXPECT_FALSE(ExpectSameBytesAsTheMessage(kShardGraph, shard));
+  shard.mutable_config()->set_shard_count(4);  // a stage more than devices
+  EXPECT_FALSE(ExpectSameBytesAsTheMessage(kShardGraph, shard));
+  v1::PlanRequest plan;
+  *plan.mutable_graph() = shard.graph();
+  *plan.mutable_devices() = shard.devices();
+  *plan.mutable_shard() = shard.config();
+  plan.mutable_shard()->set_shard_count(0);
+  EXPECT_FALSE(ExpectSameBytesAsTheMessage(kPlan, plan));
+  *plan.mutable_partitioner() = chain.config();
+  plan.mutable_devices()->mutable_devices(0)->set_available_memory_bytes(-1);
+  EXPECT_FALSE(ExpectSameBytesAsTheMessage(kPlan, plan));
+  *plan.mutable_devices() = chain.devices();
+  plan.mutable_partitioner()->set_mode(static_cast<v1::PartitionerConfig::Mode>(99));
+  EXPECT_FALSE(ExpectSameBytesAsTheMessage(kPlan, plan));
+
+  const auto bad_references = [](auto request) {
+    request.set_node_references(static_cast<v1::NodeReferences>(9));
+    return request;
+  };
+  absl::Cord bytes;
+  const v1::PlanRequest bad_plan = bad_references(plan);
+  EXPECT_EQ(PlanSerialized(bad_plan, bad_plan.graph(), InputLimits(), CancellationToken(), &bytes),
+            Plan(bad_plan, InputLimits(), CancellationToken()).status());
+  const v1::ShardGraphRequest bad_shard = bad_references(AsShardRequest(chain));
+  EXPECT_EQ(ShardGraphSerialized(bad_shard, bad_shard.graph(), InputLimits(), CancellationToken(),
+                                 &bytes),
+            ShardGraph(bad_shard, InputLimits(), CancellationToken()).status());
+  EXPECT_EQ(ShardGraph(bad_shard, InputLimits(), CancellationToken()).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

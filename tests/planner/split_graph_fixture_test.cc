@@ -6,10 +6,11 @@
 // partitions!" must be INVALID_ARGUMENT here.
 #include <string>
 
-#include "google/protobuf/util/message_differencer.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
+#include "absl/strings/cord.h"
 #include "fixtures.pb.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
 #include "planner/entry_points.h"
 #include "tests/planner/fixture_files.h"
 
@@ -44,6 +45,24 @@ TEST_P(SplitGraphFixtureTest, MatchesTorchFx) {
   EXPECT_TRUE(differencer.Compare(fixture.expected(), *response))
       << "differences (expected -> actual):\n"
       << differences;
+}
+
+// The bytes the server sends (SplitGraphSerialized, which writes them
+// without building the response as messages) are protobuf's serialisation
+// of the response, or the same error.
+TEST_P(SplitGraphFixtureTest, SerializedIsProtobufsSerialization) {
+  const auto fixture = LoadJsonFixture<testing::SplitModuleFixture>(GetParam());
+  const absl::StatusOr<v1::SplitGraphResponse> message =
+      SplitGraph(fixture.request(), InputLimits(), CancellationToken());
+  absl::Cord bytes;
+  const absl::Status status = SplitGraphSerialized(fixture.request(), fixture.request().graph(),
+                                                   InputLimits(), CancellationToken(), &bytes);
+  ASSERT_EQ(status, message.status());
+  if (!status.ok()) return;
+  EXPECT_EQ(std::string(bytes), message->SerializeAsString());
+  v1::SplitGraphResponse parsed;
+  ASSERT_TRUE(parsed.ParseFromString(std::string(bytes)));
+  EXPECT_EQ(std::string(bytes), parsed.SerializeAsString());
 }
 
 TEST(SplitGraphFixtures, AreThere) { EXPECT_GE(FixturePaths(kFixtureDir).size(), 15u); }

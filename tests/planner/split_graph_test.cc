@@ -1,6 +1,10 @@
+#include "planner/split_graph.h"
+
 #include <string>
 #include <vector>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -149,6 +153,50 @@ INSTANTIATE_TEST_SUITE_P(
          "cycle exists between partitions: partitions 0, 1"},
     }),
     [](const ::testing::TestParamInfo<BadAssignmentCase>& info) { return info.param.name; });
+
+// The server sends SplitGraph's response as SplitGraphSerialized writes it,
+// without building it as messages: those bytes must be protobuf's own
+// serialisation of the response (fields in number order, empty singular
+// strings left out), in pieces of any size. A chain of modules with long
+// names and targets, each in a partition of its own, makes lengths and
+// partition ids past one byte of varint; the partitions count down through
+// zero, which protobuf leaves out, to negative ids of ten bytes.
+TEST(SplitGraphTest, SerializedIsProtobufsSerialization) {
+  TestGraph graph;
+  graph.Placeholder("x", 1);
+  std::string previous = "x";
+  v1::SplitGraphRequest request;
+  for (int i = 0; i < 300; ++i) {
+    const std::string name = absl::StrCat("layers.", i, ".", std::string(130, 'a'));
+    graph.Module(name, {previous}, 1, 1);  // its target is its name
+    previous = name;
+    v1::NodePartition* assignment = request.add_assignments();
+    assignment->set_node(previous);
+    assignment->set_partition(150 - i);
+  }
+  graph.Output({previous});
+  *request.mutable_graph() = graph.Build();
+  const absl::StatusOr<v1::SplitGraphResponse> message = Split(request);
+  ASSERT_TRUE(message.ok()) << message.status();
+  ASSERT_EQ(message->submodules_size(), 300);
+  ASSERT_EQ(message->qualname_map_size(), 300);
+  absl::Cord bytes;
+  ASSERT_TRUE(
+      SplitGraphSerialized(request, request.graph(), InputLimits(), CancellationToken(), &bytes)
+          .ok());
+  EXPECT_EQ(std::string(bytes), message->SerializeAsString());
+  const absl::StatusOr<CompactGraph> imported =
+      ImportGraph(request.graph(), InputLimits(), CancellationToken());
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  for (const size_t piece_bytes : {0, 1, 2, 7, 64, 100000}) {
+    SCOPED_TRACE(piece_bytes);
+    absl::Cord pieces("left from before");
+    ASSERT_TRUE(
+        SplitGraphSerializedPlan(*imported, request, CancellationToken(), &pieces, piece_bytes)
+            .ok());
+    EXPECT_EQ(std::string(pieces), std::string(bytes));
+  }
+}
 
 }  // namespace
 }  // namespace partplan

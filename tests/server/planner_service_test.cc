@@ -23,6 +23,7 @@
 #include "planner/status_util.h"
 #include "server/logging.h"
 #include "server/server.h"
+#include "tests/planner/plan_summary.h"
 #include "tests/server/test_util.h"
 
 namespace partplan {
@@ -93,6 +94,50 @@ TEST(PlannerServiceTest, PartitionGraphReturnsTheBackendsPlan) {
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.plan().summary().planner(), "partitioner/size_based");
   EXPECT_EQ(response.plan().partitions_size(), 1);
+}
+
+// The planner a client sees in the response to `call`, where the backend's
+// message says "the message" and its *Serialized method writes a response
+// that says "the bytes".
+template <typename Request, typename Response>
+std::string PlannerTheClientSees(grpc::Status (v1::PartitionPlanner::Stub::*call)(
+    grpc::ClientContext*, const Request&, Response*)) {
+  auto backend = std::make_unique<FakePlannerBackend>();
+  SummaryOf(backend->canned<Response>())->set_planner("the message");
+  Response bytes;
+  SummaryOf(bytes)->set_planner("the bytes");
+  backend->set_serialized_bytes(bytes.SerializeAsString());
+  std::unique_ptr<PlannerServer> server = StartTestServer(std::move(backend));
+  if (server == nullptr) return "no server";
+  grpc::ClientContext context;
+  Response response;
+  const grpc::Status status =
+      (NewPlannerStub(*server).get()->*call)(&context, Request(), &response);
+  if (!status.ok()) return status.error_message();
+  return SummaryOf(response)->planner();
+}
+
+// The RPCs whose response the library writes as bytes are answered through
+// the backend's *Serialized methods.
+TEST(PlannerServiceTest, PlansAreSentAsTheBackendWritesThem) {
+  EXPECT_EQ(PlannerTheClientSees(&v1::PartitionPlanner::Stub::PartitionGraph), "the bytes");
+  EXPECT_EQ(PlannerTheClientSees(&v1::PartitionPlanner::Stub::Plan), "the bytes");
+  EXPECT_EQ(PlannerTheClientSees(&v1::PartitionPlanner::Stub::ShardGraph), "the bytes");
+
+  // SplitGraph's response has no summary: its output values say which.
+  auto backend = std::make_unique<FakePlannerBackend>();
+  backend->canned<v1::SplitGraphResponse>().add_output_values("the message");
+  v1::SplitGraphResponse bytes;
+  bytes.add_output_values("the bytes");
+  backend->set_serialized_bytes(bytes.SerializeAsString());
+  std::unique_ptr<PlannerServer> server = StartTestServer(std::move(backend));
+  ASSERT_NE(server, nullptr);
+  grpc::ClientContext context;
+  v1::SplitGraphResponse response;
+  ASSERT_TRUE(
+      NewPlannerStub(*server)->SplitGraph(&context, v1::SplitGraphRequest(), &response).ok());
+  ASSERT_EQ(response.output_values_size(), 1);
+  EXPECT_EQ(response.output_values(0), "the bytes");
 }
 
 TEST(PlannerServiceTest, InvalidArgumentCarriesBadRequestFieldViolation) {

@@ -19,12 +19,14 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -53,7 +55,9 @@ class EventCounter {
 };
 
 // A PlannerBackend answering every RPC with a canned response (default:
-// empty), after running a hook that may block or fail the call.
+// empty), after running a hook that may block or fail the call. The RPCs
+// the service answers with bytes (the *Serialized methods) serialise the
+// canned response, or answer with bytes set by set_serialized_bytes.
 class FakePlannerBackend final : public PlannerBackend {
  public:
   // Runs first in every call; a non-OK status is returned instead of the
@@ -102,6 +106,42 @@ class FakePlannerBackend final : public PlannerBackend {
     return Respond(token, response);
   }
 
+  // What the *Serialized methods (PartitionGraph's, Plan's, SplitGraph's,
+  // ShardGraph's) answer (after the hook) instead of the canned response's bytes: to tell
+  // which method the service called (set before the server starts).
+  void set_serialized_bytes(std::string bytes) { serialized_bytes_ = std::move(bytes); }
+  absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
+                                        const GraphSource& graph, const CancellationToken& token,
+                                        absl::Cord* response_bytes) override {
+    if (!serialized_bytes_.has_value()) {
+      return PlannerBackend::PartitionGraphSerialized(request, graph, token, response_bytes);
+    }
+    return RespondWithBytes(token, response_bytes);
+  }
+  absl::Status PlanSerialized(const v1::PlanRequest& request, const GraphSource& graph,
+                              const CancellationToken& token, absl::Cord* response_bytes) override {
+    if (!serialized_bytes_.has_value()) {
+      return PlannerBackend::PlanSerialized(request, graph, token, response_bytes);
+    }
+    return RespondWithBytes(token, response_bytes);
+  }
+  absl::Status SplitGraphSerialized(const v1::SplitGraphRequest& request, const GraphSource& graph,
+                                    const CancellationToken& token,
+                                    absl::Cord* response_bytes) override {
+    if (!serialized_bytes_.has_value()) {
+      return PlannerBackend::SplitGraphSerialized(request, graph, token, response_bytes);
+    }
+    return RespondWithBytes(token, response_bytes);
+  }
+  absl::Status ShardGraphSerialized(const v1::ShardGraphRequest& request, const GraphSource& graph,
+                                    const CancellationToken& token,
+                                    absl::Cord* response_bytes) override {
+    if (!serialized_bytes_.has_value()) {
+      return PlannerBackend::ShardGraphSerialized(request, graph, token, response_bytes);
+    }
+    return RespondWithBytes(token, response_bytes);
+  }
+
  private:
   template <typename Response>
   absl::Status Respond(const CancellationToken& token, Response* response) {
@@ -112,11 +152,20 @@ class FakePlannerBackend final : public PlannerBackend {
     return absl::OkStatus();
   }
 
+  absl::Status RespondWithBytes(const CancellationToken& token, absl::Cord* response_bytes) {
+    if (hook_) {
+      if (absl::Status status = hook_(token); !status.ok()) return status;
+    }
+    *response_bytes = absl::Cord(*serialized_bytes_);
+    return absl::OkStatus();
+  }
+
   const Hook hook_;
   std::tuple<v1::PartitionGraphResponse, v1::SplitGraphResponse, v1::ShardGraphResponse,
              v1::BuildPipelineGraphResponse, v1::PlanDataParallelResponse, v1::PlanResponse,
              v1::ValidateResponse>
       canned_;
+  std::optional<std::string> serialized_bytes_;
 };
 
 // Hook: counts the call in `started`, then blocks until `release` is

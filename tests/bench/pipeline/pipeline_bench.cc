@@ -8,8 +8,10 @@
 //
 // Each case reads the request as the server does: every field but the graph
 // parsed, the graph imported from its serialised bytes (so that the planner
-// reads node fields through NodeReader from those bytes), the response on a
-// protobuf arena with the server's block sizes (CallArenaOptions).
+// reads node fields through NodeReader from those bytes). The response is
+// on a protobuf arena with the server's block sizes (CallArenaOptions), or,
+// for the RPCs the server answers with bytes written without a message
+// (`BM_Request`: ShardGraph, `BM_PlanShards`: Plan), those bytes.
 // `BM_Plan` times ShardGraphPlan on the imported graph; `BM_Request` adds the
 // import and validation and writes the response, as the server does
 // (ShardGraphSerialized);
