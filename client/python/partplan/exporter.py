@@ -548,7 +548,11 @@ def export_aten(
             parameter_names[node.name] = names[i]
         else:
             roles[node.name] = "ACTIVATION"
-    if not all("tensor_meta" in n.meta for n in placeholders):
+    # make_fx records tensor_meta only for nodes whose value is a tensor: a
+    # tuple-valued node (native_batch_norm, max_pool2d_with_indices, ...)
+    # gets none, and graph.proto wants one TensorMeta per element. ShapeProp
+    # records every value, tuples included, so run it when any node lacks one.
+    if not all("tensor_meta" in n.meta for n in gm.graph.nodes if n.op != "output"):
         with torch.no_grad():
             ShapeProp(gm).propagate(*flat_args)
     doc = graph_to_dict(gm, name=name or f"{type(module).__name__}_aten", flops=flops, modules=False)

@@ -507,6 +507,46 @@ class AtenExportTest(unittest.TestCase):
         # (output, 4 gradients)
         self.assertEqual(json_format.MessageToDict(output)["args"][0], {"tuple": 5})
 
+    def test_tuple_valued_nodes_list_every_element(self):
+        # graph.proto: one TensorMeta per element of a tuple output.
+        # native_batch_norm and max_pool2d_with_indices return tuples; make_fx
+        # records no metadata for them. Checked against the values the
+        # traced graph computes, node by node.
+        model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(),
+                              nn.MaxPool2d(2, return_indices=True))
+        x = torch.randn(2, 3, 8, 8)
+        for train, backward in ((True, False), (False, False), (True, True)):
+            with self.subTest(train=train, with_backward=backward):
+                model.train(train)
+                result = partplan.export_aten(
+                    model, x, with_backward=backward, loss_fn=lambda out: out[0].sum())
+                values = {}
+
+                class Record(torch.fx.Interpreter):
+                    def run_node(self, n):
+                        values[n.name] = super().run_node(n)
+                        return values[n.name]
+
+                flat = [p.detach() for p in model.parameters()]
+                flat += [b.detach().clone() for b in model.buffers()] + [x]
+                Record(result.graph_module).run(*flat)
+                tuples = [n for n in result.graph.nodes
+                          if n.op == pb.CALL_FUNCTION and isinstance(values[n.name], tuple)]
+                self.assertIn("aten.native_batch_norm.default", {n.target for n in tuples})
+                self.assertIn("aten.max_pool2d_with_indices.default", {n.target for n in tuples})
+                for node in result.graph.nodes:
+                    if node.op == pb.OUTPUT:
+                        continue
+                    value = values[node.name]
+                    tensors = []
+                    torch.fx.node.map_aggregate(
+                        value, lambda v: tensors.append(v) if isinstance(v, torch.Tensor) else None)
+                    self.assertEqual(
+                        [(list(o.shape), o.dtype) for o in node.outputs],
+                        [(list(t.shape), str(t.dtype)) for t in tensors], node.name)
+                    self.assertEqual(node.size_bytes.output_bytes,
+                                     sum(t.numel() * t.element_size() for t in tensors), node.name)
+
 
 if __name__ == "__main__":
     unittest.main()
