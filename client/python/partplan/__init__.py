@@ -27,7 +27,7 @@ __path__.append(_os.path.join(_codegen.OUT_DIR, "partplan"))  # noqa: F821
 from .messages import *  # noqa: E402,F401,F403
 from .messages import __all__ as _messages_all  # noqa: E402
 from ._sizes import format_byte_size, parse_byte_size  # noqa: E402
-from .errors import PartplanError  # noqa: E402
+from .errors import InvalidMessageError, PartplanError  # noqa: E402
 from .client import NO_RETRY, Client, RetryPolicy, aot_config, device_inventory  # noqa: E402
 from .graph_io import load_graph, load_message, save_message  # noqa: E402
 
@@ -66,6 +66,7 @@ __all__ = [
     "NO_RETRY",
     "aot_config",
     "PartplanError",
+    "InvalidMessageError",
     "device_inventory",
     "load_graph",
     "load_message",

@@ -204,11 +204,14 @@ def _devices_from_args(args):
 
 
 def _load_graph(path: str):
+    from .errors import InvalidMessageError
     from .graph_io import load_graph
 
     try:
         return load_graph(path)
-    except (OSError, ValueError, json_format.ParseError) as e:
+    except InvalidMessageError as e:
+        raise UsageError(f"--graph {path}: {e.message}") from None
+    except (OSError, ValueError) as e:
         raise UsageError(f"--graph {path}: {e}") from None
 
 
@@ -252,13 +255,16 @@ def cmd_validate(args) -> int:
 
 def cmd_call(args) -> int:
     from .client import RPCS
+    from .errors import InvalidMessageError
     from .graph_io import load_message
 
     if args.method not in RPCS:
         raise UsageError(f"unknown RPC {args.method!r}; one of {', '.join(RPCS)}")
     try:
         request = load_message(args.request, RPCS[args.method][1])
-    except (OSError, ValueError, json_format.ParseError) as e:
+    except InvalidMessageError as e:
+        raise UsageError(f"--request {args.request}: {e.message}") from None
+    except (OSError, ValueError) as e:
         raise UsageError(f"--request {args.request}: {e}") from None
     with _client(args) as client:
         response = client.call(args.method, request)

@@ -38,6 +38,7 @@ from google.protobuf.message import Message
 from . import messages as pb
 from ._sizes import parse_byte_size
 from .errors import PartplanError
+from .graph_io import parse_dict
 
 DEFAULT_TARGET = "localhost:50051"
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -158,7 +159,7 @@ def _as_devices(devices) -> Optional[pb.DeviceInventory]:
     if devices is None or isinstance(devices, pb.DeviceInventory):
         return devices
     if isinstance(devices, Mapping):
-        return json_format.ParseDict(devices, pb.DeviceInventory())
+        return parse_dict(devices, pb.DeviceInventory, field="devices")
     if isinstance(devices, (str, int)):
         return device_inventory(devices)
     devices = list(devices)
@@ -175,7 +176,7 @@ def _as_graph(graph) -> Optional[pb.Graph]:
     if hasattr(graph, "graph") and isinstance(graph.graph, pb.Graph):  # AtenExport
         return graph.graph
     if isinstance(graph, Mapping):
-        return json_format.ParseDict(graph, pb.Graph())
+        return parse_dict(graph, pb.Graph, field="graph")
     if isinstance(graph, (str, os.PathLike)):
         from .graph_io import load_graph
 
@@ -415,7 +416,7 @@ class Client:
             raise ValueError(f"unknown RPC {method!r}; one of {', '.join(RPCS)}")
         _, request_cls, _ = RPCS[method]
         if isinstance(request, Mapping):
-            request = json_format.ParseDict(request, request_cls())
+            request = parse_dict(request, request_cls, method=method)
         if not isinstance(request, request_cls):
             raise TypeError(f"{method} takes a {request_cls.DESCRIPTOR.full_name}, "
                             f"got {type(request).__name__}")

@@ -142,6 +142,24 @@ class PartplanError(Exception):
                    method=method, attempts=attempts, request_id=request_id)
 
 
+class InvalidMessageError(PartplanError, ValueError):
+    """A request, or a part of one (a graph, devices), given as a proto3 JSON
+    dict or file that does not parse as its message. Raised before anything
+    is sent, with code INVALID_ARGUMENT and one field violation naming the
+    field the way the server does (`graph.nodes[3].op`), so that callers
+    handle it as they handle the server's own INVALID_ARGUMENT. It is also a
+    ValueError."""
+
+    def __reduce__(self):
+        return (_rebuild_invalid_message, (self.message, [tuple(v) for v in self.field_violations],
+                                           self.method))
+
+
+def _rebuild_invalid_message(message, violations, method):
+    return InvalidMessageError(grpc.StatusCode.INVALID_ARGUMENT, message, method=method, attempts=0,
+                               field_violations=[FieldViolation(*v) for v in violations])
+
+
 def _rebuild_error(code, message, violations, method, attempts, request_id):
     return PartplanError(code, message, field_violations=[FieldViolation(*v) for v in violations],
                          method=method, attempts=attempts, request_id=request_id)

@@ -6,11 +6,15 @@
 """
 
 import json
-from typing import Optional, Type
+import re
+from typing import Any, Mapping, Optional, Tuple, Type, Union
 
+import grpc
 from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
+from .errors import FieldViolation, InvalidMessageError
 from .messages import Graph
 
 
@@ -36,6 +40,95 @@ def save_message(message: Message, path: str, *, binary: Optional[bool] = None) 
             f.write("\n")
 
 
+def parse_dict(doc: Any, message: Union[Message, Type[Message]], *, field: str = "",
+               method: str = "") -> Message:
+    """json_format.ParseDict, raising InvalidMessageError (a PartplanError
+    with code INVALID_ARGUMENT, and a ValueError) that names the field which
+    does not parse, e.g. `graph.nodes[3].op: Invalid enum value BOGUS for enum
+    type partplan.v1.Op`. `field` is the path of `doc` in the request
+    ("graph", "devices"; "" for a whole request), `method` the RPC."""
+    if isinstance(message, type):
+        message = message()
+    try:
+        return json_format.ParseDict(doc, message)
+    except json_format.ParseError as e:
+        path, description = _locate_error(doc, type(message), field, e)
+    except (TypeError, AttributeError) as e:  # not a dict at all, in some protobuf versions
+        path, description = _locate_error(doc, type(message), field, e)
+    name = path or message.DESCRIPTOR.full_name
+    raise InvalidMessageError(grpc.StatusCode.INVALID_ARGUMENT, f"{name}: {description}",
+                              field_violations=[FieldViolation(name, description)],
+                              method=method, attempts=0) from None
+
+
+def _parse_error(doc: Any, cls: Type[Message]) -> Optional[Exception]:
+    try:
+        json_format.ParseDict(doc, cls())
+    except (json_format.ParseError, TypeError, AttributeError) as e:
+        return e
+    return None
+
+
+_FAILED_PREFIX = re.compile(r"^(Failed to parse \w+ field: )+")
+_AT_PATH = re.compile(r' at "?[A-Za-z_][\w.]*(\[\d+\][\w.]*)*"?(?=[.\n]|$)')
+
+
+def _describe(error: Exception) -> str:
+    """protobuf's message without its "Failed to parse x field:" chain and
+    its own (partial) location."""
+    text = _FAILED_PREFIX.sub("", str(error).strip())
+    text = _AT_PATH.sub("", text.split("\n", 1)[0])
+    return text.rstrip(".") or str(error)
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _is_plain_message(field: FieldDescriptor) -> bool:
+    """A message field parse_dict can descend into (not a map, not a
+    google.protobuf well-known type with its own JSON form)."""
+    t = field.message_type
+    return (t is not None and not t.GetOptions().map_entry
+            and not t.full_name.startswith("google.protobuf."))
+
+
+def _locate_error(doc: Any, cls: Type[Message], path: str, error: Exception) -> Tuple[str, str]:
+    """(field path, description) of the first part of `doc` that does not
+    parse as a `cls`; `error` is what parsing the whole gave."""
+    descriptor = cls.DESCRIPTOR
+    if not isinstance(doc, Mapping):
+        return path, f"want a JSON object ({descriptor.full_name}), got {type(doc).__name__}"
+    fields = {}
+    for f in descriptor.fields:
+        fields[f.name] = f
+        fields[f.json_name] = f
+    for key, value in doc.items():
+        field = fields.get(key)
+        if field is None:
+            names = ", ".join(f.json_name for f in descriptor.fields)
+            return _join(path, str(key)), f"no such field in {descriptor.full_name} (fields: {names})"
+        where = _join(path, field.name)
+        field_error = _parse_error({key: value}, cls)
+        if field_error is None:
+            continue
+        if field.label == FieldDescriptor.LABEL_REPEATED and isinstance(value, list) and \
+                not (field.message_type is not None and field.message_type.GetOptions().map_entry):
+            for i, element in enumerate(value):
+                element_error = _parse_error({key: [element]}, cls)
+                if element_error is None:
+                    continue
+                if element is not None and _is_plain_message(field):
+                    element_cls = type(getattr(cls(), field.name).add())
+                    return _locate_error(element, element_cls, f"{where}[{i}]", element_error)
+                return f"{where}[{i}]", _describe(element_error)
+        elif value is not None and field.label != FieldDescriptor.LABEL_REPEATED and \
+                _is_plain_message(field):
+            return _locate_error(value, type(getattr(cls(), field.name)), where, field_error)
+        return where, _describe(field_error)
+    return path, _describe(error)  # no one field: e.g. two members of a oneof
+
+
 def load_message(path: str, cls: Type[Message]) -> Message:
     """Reads a message of type cls from proto3 JSON (.json, or text that
     parses as JSON) or binary."""
@@ -43,7 +136,11 @@ def load_message(path: str, cls: Type[Message]) -> Message:
         data = f.read()
     message = cls()
     if is_json_path(path) or data.lstrip()[:1] == b"{":
-        json_format.Parse(data.decode("utf-8"), message)
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except ValueError as e:
+            raise ValueError(f"{path}: not JSON: {e}") from None
+        parse_dict(doc, message)
     else:
         try:
             message.ParseFromString(data)
@@ -58,10 +155,13 @@ def load_graph(path: str) -> Graph:
     with open(path, "rb") as f:
         data = f.read()
     if is_json_path(path) or data.lstrip()[:1] == b"{":
-        doc = json.loads(data.decode("utf-8"))
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except ValueError as e:
+            raise ValueError(f"{path}: not JSON: {e}") from None
         if isinstance(doc, dict) and "nodes" not in doc and isinstance(doc.get("graph"), dict):
             doc = doc["graph"]
-        return json_format.ParseDict(doc, Graph())
+        return parse_dict(doc, Graph, field="graph")
     graph = Graph()
     try:
         graph.ParseFromString(data)

@@ -1,6 +1,7 @@
 """partplan.Client: retries, deadlines, load balancing, TLS, message limits,
 error details, and every RPC against the real server."""
 
+import json
 import os
 import pickle
 import shutil
@@ -221,6 +222,93 @@ class ChannelTest(unittest.TestCase):
             self.assertEqual(call["x-team"], "ml")
             self.assertEqual(call["x-request-id"], "req-7")
             self.assertIn("partplan-python", call["user-agent"])
+
+
+class DictParsingTest(unittest.TestCase):
+    """Dicts (and JSON files) that do not parse as their message raise
+    PartplanError(INVALID_ARGUMENT) naming the field, before anything is sent."""
+
+    GOOD_NODES = [{"name": "x", "op": "PLACEHOLDER", "target": "x"},
+                  {"name": "a", "op": "CALL_FUNCTION", "target": "torch.relu", "args": [{"node": "x"}]}]
+
+    def setUp(self):
+        # Nothing listens there: a call that got as far as sending would be
+        # UNAVAILABLE, not INVALID_ARGUMENT.
+        self.client = partplan.Client(f"127.0.0.1:{support.free_port()}", timeout=5, retry=NO_RETRY)
+
+    def tearDown(self):
+        self.client.close()
+
+    def graph_with(self, index, **changes):
+        nodes = json_format.MessageToDict(pb.Graph(nodes=[json_format.ParseDict(n, pb.Node())
+                                                          for n in self.GOOD_NODES]))["nodes"]
+        nodes[index].update(changes)
+        return {"nodes": nodes}
+
+    def assert_invalid(self, caught, field, description, method=""):
+        error = caught.exception
+        self.assertIsInstance(error, partplan.PartplanError)
+        self.assertIsInstance(error, ValueError)
+        self.assertEqual(error.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual([v.field for v in error.field_violations], [field])
+        self.assertIn(description, error.field_violations[0].description)
+        self.assertEqual(error.message, f"{field}: {error.field_violations[0].description}")
+        self.assertEqual(error.method, method)
+        self.assertEqual(error.attempts, 0)
+
+    def test_graph_dicts(self):
+        self.assertEqual(len(partplan.client._as_graph(self.graph_with(1)).nodes), 2)
+        cases = [
+            (self.graph_with(1, op="CALL_FUNCTON"), "graph.nodes[1].op",
+             "Invalid enum value CALL_FUNCTON for enum type partplan.v1.Op"),
+            (self.graph_with(1, args=[{"node": "x"}, {"int": "two"}]), "graph.nodes[1].args[1].int",
+             "invalid literal for int()"),
+            (self.graph_with(1, args=[{"node": "x", "int": "2"}]), "graph.nodes[1].args[0]",
+             "multiple \"kind\" oneof fields"),
+            (self.graph_with(0, outputs=[{"shape": ["1", "n"], "dtype": "torch.float32"}]),
+             "graph.nodes[0].outputs[0].shape[1]", "invalid literal for int()"),
+            (self.graph_with(1, sizeBytes={"totalBytes": "1.5"}), "graph.nodes[1].size_bytes.total_bytes",
+             "invalid literal for int()"),
+            (self.graph_with(1, paramCount="3"), "graph.nodes[1].paramCount",
+             "no such field in partplan.v1.Node"),
+            ({"nodes": [self.GOOD_NODES[0], None]}, "graph.nodes[1]", "null"),
+            ({"nodes": {"name": "x"}}, "graph.nodes", "repeated field"),
+        ]
+        for graph, field, description in cases:
+            with self.subTest(field=field):
+                with self.assertRaises(partplan.PartplanError) as caught:
+                    self.client.partition_graph(graph, ["1GiB"])
+                self.assert_invalid(caught, field, description)
+        with self.assertRaises(partplan.PartplanError) as caught:
+            self.client.call("Validate", {"graph": [self.GOOD_NODES]})
+        self.assert_invalid(caught, "graph", "want a JSON object (partplan.v1.Graph), got list",
+                            method="Validate")
+
+    def test_device_and_request_dicts(self):
+        with self.assertRaises(partplan.PartplanError) as caught:
+            self.client.plan(self.graph_with(1), {"devices": [{"availableMemoryBytes": "8 GiB"}]})
+        self.assert_invalid(caught, "devices.devices[0].available_memory_bytes", '"8 GiB"')
+        with self.assertRaises(partplan.PartplanError) as caught:
+            self.client.call("PartitionGraph", {"graph": self.graph_with(1), "config": {"mode": "BEST"}})
+        self.assert_invalid(caught, "config.mode", "Invalid enum value BEST", method="PartitionGraph")
+        error = pickle.loads(pickle.dumps(caught.exception))
+        self.assertIsInstance(error, partplan.InvalidMessageError)
+        self.assertEqual(error.field_violations, caught.exception.field_violations)
+
+    def test_json_files(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "request.json")
+            with open(path, "w") as f:
+                json.dump({"graph": self.graph_with(1, target=7)}, f)
+            with self.assertRaises(partplan.PartplanError) as caught:
+                partplan.load_graph(path)
+            self.assert_invalid(caught, "graph.nodes[1].target", "expected string")
+            with self.assertRaises(partplan.PartplanError) as caught:
+                self.client.validate(path)
+            self.assert_invalid(caught, "graph.nodes[1].target", "expected string")
+            with self.assertRaises(partplan.PartplanError) as caught:
+                partplan.load_message(path, pb.ValidateRequest)
+            self.assert_invalid(caught, "graph.nodes[1].target", "expected string")
 
 
 @unittest.skipIf(shutil.which("openssl") is None, "needs the openssl command")
