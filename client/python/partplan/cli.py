@@ -28,7 +28,8 @@ EXIT_USAGE = 2
 
 
 class UsageError(Exception):
-    pass
+    """Bad usage or input: main() prints the command's usage line and the
+    message, as argparse does for its own errors, and exits 2."""
 
 
 # ---------------------------------------------------------------------------
@@ -87,6 +88,30 @@ def parse_input_spec(text: str):
     return shape, dtype
 
 
+def _check_input_count(model, count: int) -> None:
+    """One --input-shape per positional forward() argument without a default
+    (and no more than it takes)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return  # no signature to check against
+    positional = [p for p in params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p.name for p in positional if p.default is p.empty]
+    variadic = any(p.kind == p.VAR_POSITIONAL for p in params)
+    if count >= len(required) and (variadic or count <= len(positional)):
+        return
+    names = ", ".join(p.name for p in positional) or "none"
+    takes = f"{len(required)}" if len(required) == len(positional) else \
+        f"{len(required)} to {len(positional)}"
+    raise UsageError(
+        f"{type(model).__name__}.forward() takes {takes} argument(s) ({names}) but "
+        f"{count} --input-shape given; give one per argument, e.g. --input-shape 1,3,224,224 "
+        "(float32) or --input-shape 2,128:int64")
+
+
 def make_input(shape, dtype, high: int):
     import torch
 
@@ -104,7 +129,7 @@ def cmd_export(args) -> int:
     from .graph_io import message_to_json, save_message
 
     obj = load_object(args.model)
-    kwargs = json.loads(args.kwargs) if args.kwargs else {}
+    kwargs = args.kwargs or {}
     if isinstance(obj, torch.nn.Module):
         model = obj
     elif callable(obj):
@@ -115,8 +140,10 @@ def cmd_export(args) -> int:
         raise UsageError(f"{args.model} returned a {type(model).__name__}, not a torch.nn.Module")
     if not args.train:
         model.eval()
+    specs = [parse_input_spec(s) for s in args.input_shape or []]
+    _check_input_count(model, len(specs))
     torch.manual_seed(args.seed)
-    inputs = [make_input(*parse_input_spec(s), high=args.int_high) for s in args.input_shape or []]
+    inputs = [make_input(*spec, high=args.int_high) for spec in specs]
     leaves = []
     for leaf in args.leaf_module or []:
         leaves.append(load_object(leaf) if ":" in leaf else leaf)
@@ -295,6 +322,17 @@ def _add_connection_flags(p) -> None:
     p.add_argument("--server-name", help="name to verify in the server certificate")
 
 
+def _json_object(text: str) -> dict:
+    """--kwargs: a JSON object (argparse reports anything else as bad usage)."""
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"want a JSON object, e.g. '{{\"layers\": 4}}', got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python3 -m partplan",
@@ -309,7 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one per forward() argument, e.g. 1,3,64,64 or 2,8:int64 (float32 by "
                         "default; integer inputs are drawn from [0, --int-high))")
     p.add_argument("--int-high", type=int, default=2, help="integer inputs are below this (2)")
-    p.add_argument("--kwargs", help="JSON object of keyword arguments for the factory")
+    p.add_argument("--kwargs", type=_json_object,
+                   help="JSON object of keyword arguments for the factory")
     p.add_argument("--out", help="output file: .json for proto3 JSON, else binary (default: stdout JSON)")
     p.add_argument("--format", choices=["auto", "json", "binary"], default="auto",
                    help="override the format the --out extension implies")
@@ -324,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an aten-level graph (make_fx) for PlanDataParallel instead")
     p.add_argument("--with-backward", action="store_true", help="--aten: trace the backward pass too")
     p.add_argument("--roles-out", help="--aten: write the placeholder roles (JSON) here")
-    p.set_defaults(func=cmd_export)
+    p.set_defaults(func=cmd_export, command_parser=p)
 
     p = sub.add_parser("plan", help="plan a graph with the Plan RPC and print the plan")
     p.add_argument("--graph", required=True, help="a Graph (or a request holding one), .json or binary")
@@ -342,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(about an eighth of the bytes for large graphs)")
     p.add_argument("--output", choices=["json", "table"], default="json")
     _add_connection_flags(p)
-    p.set_defaults(func=cmd_plan)
+    p.set_defaults(func=cmd_plan, command_parser=p)
 
     p = sub.add_parser("validate", help="check a graph (and devices) without planning")
     p.add_argument("--graph", required=True)
@@ -350,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", type=int, default=0)
     p.add_argument("--transfer-rate")
     _add_connection_flags(p)
-    p.set_defaults(func=cmd_validate)
+    p.set_defaults(func=cmd_validate, command_parser=p)
 
     p = sub.add_parser("call", help="send a request file to any RPC")
     p.add_argument("method", help="PartitionGraph, Plan, Validate, SplitGraph, ShardGraph, "
@@ -358,11 +397,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--request", required=True, help="the request, proto3 JSON (.json) or binary")
     p.add_argument("--output", choices=["json", "table"], default="json")
     _add_connection_flags(p)
-    p.set_defaults(func=cmd_call)
+    p.set_defaults(func=cmd_call, command_parser=p)
 
     p = sub.add_parser("gen-protos", help="(re)generate the Python code of the API from proto/")
     p.add_argument("--check", action="store_true", help="only report whether it is current")
-    p.set_defaults(func=cmd_gen_protos)
+    p.set_defaults(func=cmd_gen_protos, command_parser=p)
     return parser
 
 
@@ -370,11 +409,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     from .errors import PartplanError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        # argparse reports its own usage errors (exit 2) and --help (exit 0)
+        # by raising SystemExit after printing.
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
     try:
         return args.func(args)
     except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
+        # The same form as argparse's own errors: usage line, then the message.
+        command_parser = getattr(args, "command_parser", parser)
+        command_parser.print_usage(sys.stderr)
+        print(f"{command_parser.prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except PartplanError as e:
         print(f"error: {e.code_name}: {e.message}", file=sys.stderr)

@@ -161,6 +161,67 @@ class CliTest(unittest.TestCase):
         status, _, err = run_cli("export", "no_such_module_xyz:f")
         self.assertEqual(status, 2)
 
+    def test_usage_errors_exit_2_with_the_usage_line(self):
+        # Bad usage is reported as argparse reports its own: the command's
+        # usage line, "<prog> <command>: error: <message>", exit 2, no traceback.
+        cases = [
+            (("export", "torchvision.models:resnet18"),
+             "ResNet.forward() takes 1 argument(s) (x) but 0 --input-shape given"),
+            (("export", "torchvision.models:resnet18", "--input-shape", "1,3,32,32",
+              "--input-shape", "2"), "but 2 --input-shape given"),
+            (("export", f"{self.model_path}:Net", "--input-shape", "2,5:int64"),
+             "Net.forward() takes 2 argument(s) (ids, scale) but 1"),
+            (("export", "torchvision.models:resnet18", "--kwargs", "{bad"), "argument --kwargs: not JSON"),
+            (("export", "torchvision.models:resnet18", "--kwargs", "[1]"),
+             "argument --kwargs: want a JSON object"),
+            (("plan", "--graph", self.path("missing.json"), "--device-memory", "1GiB"),
+             "--graph " + self.path("missing.json")),
+            (("plan", "--graph", os.path.join(support.REPO, "client", "examples", "graph_mlp.json")),
+             "--device-memory is required"),
+        ]
+        for argv, message in cases:
+            with self.subTest(argv=argv):
+                status, out, err = run_cli(*argv)
+                self.assertEqual(status, 2, err)
+                self.assertEqual(out, "")
+                self.assertTrue(err.startswith(f"usage: python3 -m partplan {argv[0]} "), err)
+                self.assertIn(f"python3 -m partplan {argv[0]}: error: ", err)
+                self.assertIn(message, err)
+                self.assertNotIn("Traceback", err)
+
+    def test_export_without_input_shape_as_a_process(self):
+        # The real `python3 -m partplan export` with no --input-shape: exit 2,
+        # a usage line and no traceback (it used to exit 1 with a traceback).
+        env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR)
+        done = subprocess.run([sys.executable, "-m", "partplan", "export", f"{self.model_path}:make_net",
+                               "--out", self.path("never.json")],
+                              capture_output=True, text=True, env=env, timeout=120)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertTrue(done.stderr.startswith("usage: python3 -m partplan export "), done.stderr)
+        self.assertIn("error: Net.forward() takes 2 argument(s) (ids, scale) but 0 --input-shape given",
+                      done.stderr)
+        self.assertNotIn("Traceback", done.stderr)
+        self.assertFalse(os.path.exists(self.path("never.json")))
+
+    def test_bad_graph_file_names_the_field(self):
+        bad = self.path("bad_field.json")
+        with open(bad, "w") as f:
+            json.dump({"nodes": [{"name": "x", "op": "PLACEHOLDER"},
+                                 {"name": "a", "op": "CALL_FUNCTION", "target": "torch.relu",
+                                  "args": [{"node": "x"}, {"int": "two"}]}]}, f)
+        status, out, err = run_cli("plan", "--graph", bad, "--target", self.server.target,
+                                   "--device-memory", "1GiB")
+        self.assertEqual(status, 2, err)
+        self.assertIn(f"error: --graph {bad}: graph.nodes[1].args[1].int: invalid literal", err)
+        self.assertNotIn("Traceback", err)
+        request = self.path("bad_request.json")
+        with open(request, "w") as f:
+            json.dump({"graph": {"nodes": []}, "config": {"mode": "BEST"}}, f)
+        status, out, err = run_cli("call", "PartitionGraph", "--request", request,
+                                   "--target", self.server.target)
+        self.assertEqual(status, 2, err)
+        self.assertIn(f"--request {request}: config.mode: Invalid enum value BEST", err)
+
     def test_call_and_validate(self):
         request = os.path.join(support.REPO, "client", "examples", "split_graph.json")
         status, out, err = run_cli("call", "SplitGraph", "--request", request, "--target", self.server.target)
