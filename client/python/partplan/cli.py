@@ -196,6 +196,17 @@ def _client(args):
     from .client import Client, NO_RETRY, RetryPolicy
 
     retry = RetryPolicy(max_attempts=args.attempts) if args.attempts > 1 else NO_RETRY
+    if args.token and args.token_file:
+        raise UsageError("give --token or --token-file, not both")
+    token = args.token  # an empty --token is none, as in the C++ CLI
+    if args.token_file:
+        try:
+            with open(os.path.expanduser(args.token_file)) as f:
+                token = f.read().strip()
+        except OSError as e:
+            raise UsageError(f"--token-file: {e}") from None
+        if not token:
+            raise UsageError(f"--token-file: {args.token_file!r} is empty")
     return Client(
         args.target,
         timeout=_parse_duration(args.deadline) if args.deadline else None,
@@ -205,6 +216,7 @@ def _client(args):
         private_key=args.client_key,
         certificate_chain=args.client_cert,
         server_name=args.server_name,
+        token=token,
     )
 
 
@@ -320,6 +332,10 @@ def _add_connection_flags(p) -> None:
     p.add_argument("--client-cert", help="PEM file of the client certificate (mutual TLS)")
     p.add_argument("--client-key", help="PEM file of the client key (mutual TLS)")
     p.add_argument("--server-name", help="name to verify in the server certificate")
+    p.add_argument("--token", help="bearer token, sent as 'authorization: Bearer <token>' (for servers "
+                                   "started with --auth_tokens_file); prefer --token-file, since "
+                                   "arguments are visible to other users")
+    p.add_argument("--token-file", help="file holding the bearer token (surrounding whitespace ignored)")
 
 
 def _json_object(text: str) -> dict:

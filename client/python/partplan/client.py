@@ -302,7 +302,8 @@ class Client:
       max_message_bytes: largest message sent or received (256 MiB).
       token: a bearer token, sent as `authorization: Bearer <token>` with
         every call (servers started with --auth_tokens_file need one).
-      token_file: a file holding the token (read once, whitespace stripped).
+      token_file: a file holding the token (read once, surrounding
+        whitespace stripped; an empty file is a ValueError).
       metadata: (key, value) pairs sent with every call.
       options: further channel options, (name, value) pairs.
       compression: a grpc.Compression for requests.
@@ -337,6 +338,9 @@ class Client:
                 raise ValueError("give token or token_file, not both")
             with open(os.path.expanduser(token_file)) as f:
                 token = f.read().strip()
+            if not token:
+                raise ValueError(f"token_file: {token_file!r} is empty")
+        token = (token or "").strip()  # as the C++ CLI's --token: "" is none
         if token:
             self.metadata += (("authorization", f"Bearer {token}"),)
         if (private_key is None) != (certificate_chain is None):

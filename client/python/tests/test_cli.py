@@ -222,6 +222,50 @@ class CliTest(unittest.TestCase):
         self.assertEqual(status, 2, err)
         self.assertIn(f"--request {request}: config.mode: Invalid enum value BEST", err)
 
+    def test_tokens(self):
+        # A server started with --auth_tokens_file, as the prod overlay runs it.
+        tokens = self.path("tokens")
+        with open(tokens, "w") as f:
+            f.write("# accepted tokens\ncli-t0k3n\n")
+        token_file = self.path("my.token")
+        with open(token_file, "w") as f:
+            f.write("  cli-t0k3n\n")
+        empty = self.path("empty.token")
+        open(empty, "w").close()
+        server = support.ServerProcess(f"--auth_tokens_file={tokens}")
+        try:
+            graph = os.path.join(support.REPO, "client", "examples", "graph_mlp.json")
+            base = ["validate", "--graph", graph, "--target", server.target, "--attempts", "1"]
+            status, out, err = run_cli(*base)
+            self.assertEqual(status, 16, err)  # UNAUTHENTICATED
+            self.assertIn("error: UNAUTHENTICATED", err)
+            status, out, err = run_cli(*base, "--token", "wrong")
+            self.assertEqual(status, 16, err)
+            status, out, err = run_cli(*base, "--token", "cli-t0k3n")
+            self.assertEqual(status, 0, err)
+            self.assertEqual(json.loads(out)["nodeCount"], 12)
+            status, out, err = run_cli(*base, "--token-file", token_file)
+            self.assertEqual(status, 0, err)
+            status, out, err = run_cli("plan", "--graph", graph, "--target", server.target,
+                                       "--device-memory", "8MiB", "--devices", "3",
+                                       "--token-file", token_file)
+            self.assertEqual(status, 0, err)
+            self.assertEqual(len(json_format.Parse(out, pb.PlanResponse()).plan.partitions), 3)
+            status, out, err = run_cli("call", "Validate", "--request",
+                                       os.path.join(support.REPO, "client", "examples", "validate.json"),
+                                       "--target", server.target, "--token", "cli-t0k3n")
+            self.assertEqual(status, 0, err)
+            for argv, message in (
+                    (("--token", "cli-t0k3n", "--token-file", token_file), "not both"),
+                    (("--token-file", empty), "is empty"),
+                    (("--token-file", self.path("no.token")), "--token-file: ")):
+                status, out, err = run_cli(*base, *argv)
+                self.assertEqual(status, 2, err)
+                self.assertIn(message, err)
+                self.assertIn("usage: python3 -m partplan validate", err)
+        finally:
+            server.stop()
+
     def test_call_and_validate(self):
         request = os.path.join(support.REPO, "client", "examples", "split_graph.json")
         status, out, err = run_cli("call", "SplitGraph", "--request", request, "--target", self.server.target)

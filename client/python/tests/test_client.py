@@ -223,6 +223,22 @@ class ChannelTest(unittest.TestCase):
             self.assertEqual(call["x-request-id"], "req-7")
             self.assertIn("partplan-python", call["user-agent"])
 
+    def test_token_forms(self):
+        # As the C++ CLI's --token/--token_file: surrounding whitespace is
+        # dropped, an empty --token is none, an empty file is an error.
+        with support.FakeServer() as server:
+            with partplan.Client(server.target, token=" t0k \n") as client:
+                client.validate(pb.Graph())
+            self.assertEqual(server.planner.calls[-1]["authorization"], "Bearer t0k")
+            with partplan.Client(server.target, token="") as client:
+                client.validate(pb.Graph())
+            self.assertNotIn("authorization", server.planner.calls[-1])
+        with tempfile.NamedTemporaryFile("w", suffix=".token") as f:
+            with self.assertRaisesRegex(ValueError, "is empty"):
+                partplan.Client("localhost:1", token_file=f.name)
+            with self.assertRaisesRegex(ValueError, "not both"):
+                partplan.Client("localhost:1", token="x", token_file=f.name)
+
 
 class DictParsingTest(unittest.TestCase):
     """Dicts (and JSON files) that do not parse as their message raise
