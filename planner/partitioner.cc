@@ -222,7 +222,9 @@ absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& dev
         return absl::InternalError(absl::StrCat("unhandled partitioner mode ", mode));
     }
   }
-  if (config.saturate_host()) SaturateHost(devices, &set, &loads);
+  if (config.saturate_host()) {
+    PARTPLAN_RETURN_IF_ERROR(SaturateHost(devices, token, &set, &loads));
+  }
   return DescribePlan(
       graph, devices, set, loads, planner,
       mode == v1::PartitionerConfig::AOT_BASED ? "config.node_partitions" : "config",

@@ -3,16 +3,30 @@
 #include <set>
 #include <utility>
 
+#include "planner/status_util.h"
+
 namespace partplan {
 
-void SaturateHost(const DeviceList& devices, PartitionSet* set, std::vector<DeviceLoad>* loads) {
+absl::Status SaturateHost(const DeviceList& devices, const CancellationToken& token,
+                          PartitionSet* set, std::vector<DeviceLoad>* loads) {
   const int num_devices = devices.size();
+  // Work done since the token was last polled, in steps of O(log D) at
+  // most: every loop below adds to it, so a poll comes within
+  // kPollInterval steps wherever the time goes.
+  int64_t unpolled = 0;
+  const auto poll = [&](int64_t steps) {
+    unpolled += steps;
+    if (unpolled < CancellationToken::kPollInterval) return absl::OkStatus();
+    unpolled = 0;
+    return token.Check();
+  };
   // torch.fx's get_device_partition_stats: each device is charged the full
   // memory of every partition placed on it.
   std::vector<std::vector<int32_t>> partitions_on(num_devices);
   std::vector<int64_t> charged(num_devices, 0);
   for (int32_t p = 0; p < static_cast<int32_t>(set->partitions.size()); ++p) {
     for (int32_t logical_id : set->partitions[p].logical_device_ids) {
+      PARTPLAN_RETURN_IF_ERROR(poll(1));
       const int d = devices.IndexOf(logical_id);
       partitions_on[d].push_back(p);
       charged[d] += set->partitions[p].memory_bytes;
@@ -22,38 +36,54 @@ void SaturateHost(const DeviceList& devices, PartitionSet* set, std::vector<Devi
   for (int d = 0; d < num_devices; ++d) {
     if (!partitions_on[d].empty()) used.push_back(d);
   }
-  if (used.empty()) return;
+  if (used.empty()) return absl::OkStatus();
 
-  std::vector<bool> taken(num_devices, false);  // used, or a replica
-  for (int d : used) taken[d] = true;
-  std::vector<std::pair<int, int>> replicas;  // (replica, original), in order
-  while (2 * used.size() + replicas.size() <= static_cast<size_t>(num_devices)) {
-    // Idle devices by (memory, inventory position): the smallest that fits,
-    // the first among equals, as torch.fx's min() picks.
-    std::set<std::pair<int64_t, int>> idle;
+  // Idle devices (neither used nor a replica) by (memory, inventory
+  // position): lower_bound finds the smallest that fits, the first among
+  // equals, as torch.fx's min() over its idle list in inventory order picks.
+  std::set<std::pair<int64_t, int>> idle;
+  {
+    std::vector<bool> is_used(num_devices, false);
+    for (int d : used) is_used[d] = true;
     for (int d = 0; d < num_devices; ++d) {
-      if (!taken[d]) idle.emplace(devices[d].available_memory_bytes, d);
+      PARTPLAN_RETURN_IF_ERROR(poll(1));
+      if (!is_used[d]) idle.emplace_hint(idle.end(), devices[d].available_memory_bytes, d);
     }
-    std::vector<std::pair<int, int>> round;
+  }
+  std::vector<std::pair<int, int>> replicas;  // (replica, original), in order
+  std::vector<std::pair<int, int>> round;     // this round's, kept only if complete
+  while (2 * used.size() + replicas.size() <= static_cast<size_t>(num_devices)) {
+    round.clear();
     for (int original : used) {
+      PARTPLAN_RETURN_IF_ERROR(poll(1));
       auto it = idle.lower_bound({charged[original], -1});
       if (it == idle.end()) break;
       round.emplace_back(it->second, original);
       idle.erase(it);
     }
-    if (round.size() != used.size()) break;
-    for (const auto& [replica, original] : round) {
-      taken[replica] = true;
-      replicas.emplace_back(replica, original);
+    if (round.size() != used.size()) {
+      // torch.fx drops the round and stops. Its devices go back to the idle
+      // set all the same, so that the set stays exactly the devices torch.fx
+      // would list as idle.
+      for (const auto& [replica, original] : round) {
+        idle.emplace(devices[replica].available_memory_bytes, replica);
+      }
+      break;
     }
+    replicas.insert(replicas.end(), round.begin(), round.end());
   }
+  // The answer: every replica's id on each partition of its original. It
+  // is replicas x partitions long (an AOT plan with every partition on one
+  // device copies them all to every idle device), so it is polled too.
   for (const auto& [replica, original] : replicas) {
+    PARTPLAN_RETURN_IF_ERROR(poll(1 + static_cast<int64_t>(partitions_on[original].size())));
     for (int32_t p : partitions_on[original]) {
       set->partitions[p].logical_device_ids.push_back(devices[replica].logical_id);
     }
     (*loads)[replica].used_bytes = (*loads)[original].used_bytes;
     (*loads)[replica].partitions = (*loads)[original].partitions;
   }
+  return absl::OkStatus();
 }
 
 }  // namespace partplan

@@ -9,21 +9,31 @@
 // the device it copies. A plan with no placed partition is left as it is
 // (torch.fx loops forever there).
 //
-//   SaturateHost(devices, &set, &loads);
+//   PARTPLAN_RETURN_IF_ERROR(SaturateHost(devices, token, &set, &loads));
 //
-// O(rounds x used devices x log devices).
+// Cost: O(D log D + R), D devices and R the device ids it appends (the
+// replicas times the partitions of the devices they copy, the size of the
+// answer). The idle devices are one ordered set kept across rounds: a round
+// takes at most one device per used device, and there are at most
+// D / used devices rounds, so all rounds together take at most D devices.
+// torch.fx rebuilds the idle list every round, O(D^2) with one used device.
+// Polls `token` in every loop, at most kPollInterval steps apart; on
+// CANCELLED or DEADLINE_EXCEEDED `*set` and `*loads` are unspecified.
 #ifndef PARTPLAN_PLANNER_SATURATE_HOST_H_
 #define PARTPLAN_PLANNER_SATURATE_HOST_H_
 
 #include <vector>
 
+#include "absl/status/status.h"
+#include "planner/cancellation.h"
 #include "planner/device_mapping.h"
 #include "planner/devices.h"
 #include "planner/partition.h"
 
 namespace partplan {
 
-void SaturateHost(const DeviceList& devices, PartitionSet* set, std::vector<DeviceLoad>* loads);
+absl::Status SaturateHost(const DeviceList& devices, const CancellationToken& token,
+                          PartitionSet* set, std::vector<DeviceLoad>* loads);
 
 }  // namespace partplan
 
