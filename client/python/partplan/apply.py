@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Union
 import torch
 import torch.fx
 import torch.nn as nn
+from torch.fx.node import Node
 from torch.fx.passes.split_module import split_module
 
 from . import messages as pb
@@ -93,6 +94,10 @@ def apply_plan(
 
     Every call_* node of the graph must be assigned, and nothing else.
     Raises ValueError naming the nodes that are not.
+
+    A partition none of whose values is used outside it (a `torch._assert`
+    alone, say) becomes a submodule that returns nothing and is still
+    called, as the server's SplitGraph splits it.
     """
     if isinstance(graph_module, torch.fx.GraphModule) and not leaf_modules:
         gm = graph_module
@@ -116,9 +121,7 @@ def apply_plan(
     if problems:
         raise ValueError("the plan does not match the graph (was it exported from this "
                          "GraphModule?): " + "; ".join(problems))
-    _check_outputs(gm, assignment)
-    split = split_module(gm, gm, lambda node: assignment[node.name],
-                         keep_original_order=keep_original_order)
+    split = _split(gm, assignment, keep_original_order)
     if devices:
         placement = _partition_devices(response)
         for partition, logical_ids in placement.items():
@@ -135,24 +138,65 @@ def _some(names, limit: int = 5) -> str:
     return shown + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
 
 
-def _check_outputs(gm: torch.fx.GraphModule, assignment: Dict[str, int]) -> None:
-    """torch 1.13's split_module fails with an IndexError on a partition
-    that produces nothing used outside it (dead code alone in a partition);
-    say so instead."""
+def _outputless_partitions(gm: torch.fx.GraphModule, assignment: Dict[str, int]) -> Dict[int, Node]:
+    """{partition: its last node} for every partition none of whose values
+    is used outside it: nodes kept for their side effects (`torch._assert`,
+    in-place updates of another partition's tensors) or dead code."""
+    last: Dict[int, Node] = {}
     has_output = set()
     for node in gm.graph.nodes:
         if node.name not in assignment:
             continue
         part = assignment[node.name]
-        for user in node.users:
-            if assignment.get(user.name) != part:
-                has_output.add(part)
-    dead = sorted(set(assignment.values()) - has_output)
-    if dead:
-        raise ValueError(
-            f"partition(s) {dead} produce no value used outside them (only dead code?); "
-            "torch.fx's split_module cannot build such a submodule; remove the dead nodes "
-            "(gm.graph.eliminate_dead_code(); gm.recompile()) before exporting")
+        last[part] = node
+        if any(assignment.get(user.name) != part for user in node.users):
+            has_output.add(part)
+    return {part: node for part, node in last.items() if part not in has_output}
+
+
+def _split(gm: torch.fx.GraphModule, assignment: Dict[str, int],
+           keep_original_order: bool) -> torch.fx.GraphModule:
+    """split_module, keeping the partitions that output nothing.
+
+    torch 1.13's split_module fails with an IndexError on a partition none
+    of whose values is used outside it. Plans have them: COST_AWARE leaves
+    each `torch._assert` of torchvision's VisionTransformer in a partition of
+    its own. Such a partition still has to run (an assert must still fail on
+    bad input), so, as later torch versions' split_module does, it becomes a
+    submodule that returns nothing and that the top-level graph calls for its
+    effects. split_module runs on a copy of the graph whose output also
+    returns the last node of each such partition, which gives the partition
+    an output; the split's top-level output and those submodules' outputs
+    are then put back to what they are without it. The extra output adds no
+    dependency between partitions, so the submodules, their order and their
+    inputs are split_module's own."""
+    outputless = _outputless_partitions(gm, assignment)
+    if not outputless:
+        return split_module(gm, gm, lambda node: assignment[node.name],
+                            keep_original_order=keep_original_order)
+    graph = torch.fx.Graph()
+    values: Dict[Node, Node] = {}
+    output_value, output_node = graph.graph_copy(gm.graph, values, return_output_node=True)
+    if output_node is None:
+        raise ValueError("the graph has no output node")
+    kept = tuple(values[node] for node in outputless.values())
+    graph.output((output_value, kept), type_expr=output_node.type)
+    names = [n.name for n in graph.nodes]
+    assert names[:-1] == [n.name for n in gm.graph.nodes if n.op != "output"], "graph_copy renamed nodes"
+    copy = torch.fx.GraphModule(gm, graph, gm.__class__.__name__)
+    split = split_module(copy, copy, lambda node: assignment[node.name],
+                         keep_original_order=keep_original_order)
+    for node in split.graph.nodes:
+        if node.op == "output":
+            node.args = (node.args[0][0],)
+    split.recompile()
+    for part in outputless:
+        sub = getattr(split, f"submod_{part}")
+        for node in sub.graph.nodes:
+            if node.op == "output":
+                node.args = ((),)
+        sub.recompile()
+    return split
 
 
 def _partition_devices(response: Any) -> Dict[int, list]:
