@@ -18,7 +18,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "planner/graph_import.h"
+#include "planner/parse_failure.h"
 #include "planner/serialized_request.h"
+#include "planner/status_util.h"
 #include "server/call_arena.h"
 #include "server/logging.h"
 #include "server/status_conversion.h"
@@ -342,10 +344,15 @@ absl::Status PlannerService::Answer(PlannerRpc rpc, BackendMethod<Request, Respo
     parsed->Clear();
     ChunkedInputStream whole(received.bytes());
     if (!received.valid() || !parsed->ParseFromZeroCopyStream(&whole)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the request does not parse as ", Request::descriptor()->full_name(),
-                       ", the request message of /", kPlannerServiceName, "/", RpcName(rpc),
-                       " (truncated, corrupt, or another message)"));
+      const absl::Status failure =
+          received.valid()
+              ? ParseFailure(*Request::descriptor(), received.bytes())
+              : InvalidFieldError("", absl::StrCat("the call carried no message; expected a ",
+                                                   Request::descriptor()->full_name()));
+      return InvalidFieldError(
+          InvalidFieldPath(failure).value_or(""),
+          absl::StrCat(InvalidFieldDescription(failure), ", the request message of /",
+                       kPlannerServiceName, "/", RpcName(rpc)));
     }
   }
   GraphSource graph = graph_bytes.has_value() ? GraphSource::Serialized(*graph_bytes)

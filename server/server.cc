@@ -15,9 +15,25 @@
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/logging.h"
+#include "server/planner_rpc.h"
 
 namespace partplan {
 namespace {
+
+// gRPC 1.51 inflates a gzip or deflate message whole before it compares its
+// size with the receive limit, so a small compressed request could take
+// gigabytes. With both algorithms disabled, a compressed call is refused
+// with UNIMPLEMENTED when its headers arrive, before its message is read;
+// clients send requests uncompressed (every gRPC client does by default).
+void RefuseCompressedRequests(grpc::ServerBuilder* builder) {
+  builder->SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
+  builder->SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
+}
+
+// The health-check names that are SERVING only while the server takes work.
+std::vector<std::string> ReadyServiceNames() {
+  return {kReadinessServiceName, std::string(kPlannerServiceName)};
+}
 
 // "host:port", with IPv6 hosts bracketed.
 std::string HostPort(const std::string& host, int port) {
@@ -155,6 +171,7 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, *credentials, &server->port_);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  RefuseCompressedRequests(&builder);
   // gRPC sets SO_REUSEPORT by default, so a second server on a taken port
   // would start and silently share its traffic; fail instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -181,6 +198,7 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
     health_builder.AddListeningPort(health_address, grpc::InsecureServerCredentials(),
                                     &server->health_port_);
     health_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    RefuseCompressedRequests(&health_builder);
     health_builder.experimental().SetInterceptorCreators(
         AuthInterceptors(server->authenticator_.get(), options.auth));
     server->health_server_ = health_builder.BuildAndStart();
@@ -188,9 +206,13 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
       server->health_port_ = -1;
       return absl::UnavailableError(absl::StrCat("cannot serve health on ", health_address));
     }
-    server->health_server_->GetHealthCheckService()->SetServingStatus(kReadinessServiceName, true);
+    for (const std::string& name : ReadyServiceNames()) {
+      server->health_server_->GetHealthCheckService()->SetServingStatus(name, true);
+    }
   }
-  server->server_->GetHealthCheckService()->SetServingStatus(kReadinessServiceName, true);
+  for (const std::string& name : ReadyServiceNames()) {
+    server->server_->GetHealthCheckService()->SetServingStatus(name, true);
+  }
   LogInfo("serving", {{"address", HostPort(options.host, server->port_)},
                       {"metrics_port", server->metrics_port_},
                       {"health_port", server->health_port_},
@@ -225,7 +247,7 @@ void PlannerServer::Shutdown() {
   for (grpc::Server* listener : {server_.get(), health_server_.get()}) {
     if (listener == nullptr) continue;
     grpc::HealthCheckServiceInterface* health = listener->GetHealthCheckService();
-    health->SetServingStatus(kReadinessServiceName, false);
+    for (const std::string& name : ReadyServiceNames()) health->SetServingStatus(name, false);
     health->Shutdown();
   }
   // Refuses new calls, waits for those in flight until the deadline, then

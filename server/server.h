@@ -47,6 +47,9 @@ namespace partplan {
 // work: from the end of Start() until Shutdown() begins. Kubernetes probes
 // ask for it (`grpc: {port: 50051, service: readiness}`).
 inline constexpr char kReadinessServiceName[] = "readiness";
+// The planner service's own name (partplan.v1.PartitionPlanner), which most
+// probes ask for, follows readiness too. ("" follows gRPC's default: SERVING
+// until Shutdown() begins.)
 
 struct ServerOptions {
   // Address to listen on for gRPC (and metrics); 0.0.0.0 for every IPv4

@@ -1,4 +1,4 @@
-// gRPC health (service "" and "readiness") and server reflection, as
+// gRPC health (service "", "readiness" and the planner service's name) and server reflection, as
 // Kubernetes probes and grpcurl use them.
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/descriptor.pb.h>
@@ -46,6 +46,7 @@ TEST(HealthTest, ServingUntilShutdownBeginsThenNotServing) {
 
   EXPECT_EQ(CheckHealth(*health, ""), HealthCheckResponse::SERVING);
   EXPECT_EQ(CheckHealth(*health, kReadinessServiceName), HealthCheckResponse::SERVING);
+  EXPECT_EQ(CheckHealth(*health, "partplan.v1.PartitionPlanner"), HealthCheckResponse::SERVING);
 
   // Once shutdown begins the server takes no new calls, so the change is
   // observed on Watch streams opened before.
@@ -53,9 +54,9 @@ TEST(HealthTest, ServingUntilShutdownBeginsThenNotServing) {
     grpc::ClientContext context;
     std::unique_ptr<grpc::ClientReader<HealthCheckResponse>> stream;
   };
-  Watch watches[2];
-  const std::string services[2] = {"", kReadinessServiceName};
-  for (int i = 0; i < 2; ++i) {
+  Watch watches[3];
+  const std::string services[3] = {"", kReadinessServiceName, "partplan.v1.PartitionPlanner"};
+  for (int i = 0; i < 3; ++i) {
     HealthCheckRequest request;
     request.set_service(services[i]);
     watches[i].context.set_deadline(absl::ToChronoTime(absl::Now() + kTestTimeout));
@@ -66,7 +67,7 @@ TEST(HealthTest, ServingUntilShutdownBeginsThenNotServing) {
   }
 
   std::thread shutdown([&server] { server->Shutdown(); });
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 3; ++i) {
     HealthCheckResponse response;
     ASSERT_TRUE(watches[i].stream->Read(&response)) << services[i];
     EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING) << services[i];

@@ -3,6 +3,7 @@
 // health service does.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/error_details.h>
 
 #include <memory>
 #include <string>
@@ -10,6 +11,8 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "tests/server/test_util.h"
@@ -47,6 +50,17 @@ TEST(ParseFailureTest, UnparsableRequestIsInvalidArgument) {
                                 "partplan.v1.ValidateRequest, the request message of "
                                 "/partplan.v1.PartitionPlanner/Validate"))
       << status.error_message();
+  // Like every bad input, it names the field in a google.rpc.BadRequest.
+  google::rpc::Status details;
+  ASSERT_TRUE(grpc::ExtractErrorDetails(status, &details).ok());
+  ASSERT_EQ(details.details_size(), 1);
+  google::rpc::BadRequest bad_request;
+  ASSERT_TRUE(details.details(0).UnpackTo(&bad_request));
+  ASSERT_EQ(bad_request.field_violations_size(), 1);
+  EXPECT_EQ(bad_request.field_violations(0).field(), "graph");
+  EXPECT_TRUE(absl::StrContains(bad_request.field_violations(0).description(),
+                                "announces 65535 bytes"))
+      << bad_request.field_violations(0).description();
   const grpc::Status health =
       CallRaw(*server, "/grpc.health.v1.Health/Check", std::string("\x0a\xff\xff\x03xyz", 7));
   EXPECT_EQ(health.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << health.error_message();
@@ -58,6 +72,37 @@ TEST(ParseFailureTest, UnparsableRequestIsInvalidArgument) {
   const grpc::Status empty = CallRaw(*server, "/partplan.v1.PartitionPlanner/Validate", "");
   EXPECT_EQ(empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT);  // an empty graph
   EXPECT_TRUE(absl::StartsWith(empty.error_message(), "graph.nodes")) << empty.error_message();
+}
+
+// gRPC 1.51 would inflate a compressed message whole before applying the
+// receive limit; the server refuses gzip and deflate when the call's headers
+// arrive instead, and goes on serving.
+TEST(ParseFailureTest, CompressedRequestsAreRefused) {
+  ServerOptions options = TestServerOptions();
+  options.max_receive_message_bytes = 1 << 20;
+  std::unique_ptr<PlannerServer> server =
+      StartTestServer(std::make_unique<FakePlannerBackend>(), options);
+  ASSERT_NE(server, nullptr);
+  std::unique_ptr<v1::PartitionPlanner::Stub> stub = NewPlannerStub(*server);
+  v1::ValidateRequest request;
+  // 4 MiB that gzip makes a few kilobytes.
+  request.mutable_graph()->add_nodes()->set_name(std::string(4 << 20, 'a'));
+  for (const grpc_compression_algorithm algorithm : {GRPC_COMPRESS_GZIP, GRPC_COMPRESS_DEFLATE}) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kTestTimeout));
+    context.set_compression_algorithm(algorithm);
+    v1::ValidateResponse response;
+    const grpc::Status status = stub->Validate(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+    EXPECT_TRUE(absl::StrContains(status.error_message(), "is disabled")) << status.error_message();
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kTestTimeout));
+  v1::ValidateRequest small;
+  small.mutable_graph()->add_nodes()->set_name("x");
+  v1::ValidateResponse response;
+  const grpc::Status status = stub->Validate(&context, small, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
 }  // namespace
