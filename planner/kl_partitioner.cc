@@ -59,9 +59,11 @@ PartitionList Swap(const CompactGraph& graph, const PartitionList& parts, NodeId
   return result;
 }
 
-// Whether v reads from or feeds a call_* node of partition p (other than
-// its own).
-bool Touches(const CompactGraph& graph, const PartitionSet& set, NodeId v, int32_t p) {
+// Whether v reads from or feeds a call_* node of partition p; adds the
+// edges it looks at to *visits.
+bool Touches(const CompactGraph& graph, const PartitionSet& set, NodeId v, int32_t p,
+             int64_t* visits) {
+  *visits += static_cast<int64_t>(graph.inputs(v).size() + graph.users(v).size());
   for (NodeId u : graph.inputs(v)) {
     if (set.partition_of[u] == p) return true;
   }
@@ -71,10 +73,52 @@ bool Touches(const CompactGraph& graph, const PartitionSet& set, NodeId v, int32
   return false;
 }
 
+// The partitions other than v's own that v reads from or feeds, ascending
+// (the order the exhaustive pass tries them in).
+void NeighbourPartitions(const CompactGraph& graph, const PartitionSet& set, NodeId v,
+                         std::vector<int32_t>* out) {
+  out->clear();
+  const int32_t own = set.partition_of[v];
+  for (auto nodes : {graph.inputs(v), graph.users(v)}) {
+    for (NodeId u : nodes) {
+      const int32_t q = set.partition_of[u];
+      if (q >= 0 && q != own) out->push_back(q);
+    }
+  }
+  std::sort(out->begin(), out->end());
+  out->erase(std::unique(out->begin(), out->end()), out->end());
+}
+
+// An upper bound on the work of a trial that ends with `trial`, in node,
+// edge and device visits: copying the partitions and rebuilding them,
+// costing the plan (every node and edge), and placing it again
+// (MapPartitionsToDevices), which may pass over every device for each
+// partition and prices partition i, nodes and inputs, on each device that
+// already holds a partition (at most one per partition before it) and on
+// the one it takes. The bound is met on the plans SIZE_BASED makes, whose
+// full devices sort first by room left. torch.fx's shared-input charge adds
+// a partition's graph inputs once per parent.
+int64_t TrialWork(const CompactGraph& graph, int num_devices, const PartitionSet& trial) {
+  int64_t work = graph.num_nodes() + graph.num_edges() + num_devices;
+  for (size_t i = 0; i < trial.partitions.size(); ++i) {
+    const Partition& partition = trial.partitions[i];
+    int64_t visits = 1;
+    int64_t graph_inputs = 0;
+    for (NodeId v : partition.nodes) {
+      visits += 1 + static_cast<int64_t>(graph.inputs(v).size());
+      if (graph.is_input_node(v)) ++graph_inputs;
+    }
+    const int64_t holders = std::min<int64_t>(static_cast<int64_t>(i) + 1, num_devices);
+    work += visits + num_devices + holders * visits +
+            static_cast<int64_t>(partition.parents.size()) * graph_inputs;
+  }
+  return work;
+}
+
 }  // namespace
 
 absl::Status KlOptions::CheckAndSetup() const {
-  if (max_exhaustive_nodes < 0 || max_boundary_trials < 0 || max_boundary_work < 0) {
+  if (max_exhaustive_nodes < 0 || max_boundary_trials < 0 || max_work < 0) {
     return absl::InvalidArgumentError("KlOptions limits must not be negative");
   }
   return absl::OkStatus();
@@ -82,8 +126,11 @@ absl::Status KlOptions::CheckAndSetup() const {
 
 absl::StatusOr<PartitionSet> KlPartition(const CompactGraph& graph, const DeviceList& devices,
                                          const KlOptions& options,
-                                         const CancellationToken& token) {
+                                         const CancellationToken& token, KlStats* stats) {
   PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup());
+  KlStats local_stats;
+  KlStats& spent = stats != nullptr ? *stats : local_stats;
+  spent = KlStats();
   PARTPLAN_ASSIGN_OR_RETURN(PartitionSet current, SizeBasedPartition(graph, devices, token));
   std::vector<DeviceLoad> loads;
   PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &current, &loads));
@@ -91,39 +138,58 @@ absl::StatusOr<PartitionSet> KlPartition(const CompactGraph& graph, const Device
   for (const Partition& partition : current.partitions) parts.push_back(partition.nodes);
   PARTPLAN_ASSIGN_OR_RETURN(double cost, TorchFxCost(graph, devices, current, token));
 
+  // Takes `units` from the budget, or marks it spent when they do not fit.
+  const auto spend = [&](int64_t units) {
+    if (spent.out_of_work || units > options.max_work - spent.work) {
+      spent.out_of_work = true;
+      return false;
+    }
+    spent.work += units;
+    return true;
+  };
   const bool exhaustive = graph.num_op_nodes() <= options.max_exhaustive_nodes;
-  const int64_t trial_work = graph.num_nodes() + graph.num_edges();
   int64_t trials_left =
-      exhaustive ? std::numeric_limits<int64_t>::max()
-                 : std::min<int64_t>(options.max_boundary_trials,
-                                     std::max<int64_t>(1, options.max_boundary_work / trial_work));
-  for (NodeId v = 0; v < graph.num_nodes() && trials_left > 0; ++v) {
+      exhaustive ? std::numeric_limits<int64_t>::max() : options.max_boundary_trials;
+  std::vector<int32_t> targets;  // the partitions v is tried in
+  std::vector<NodeId> partners;  // -1: move v alone
+  int64_t visited = 0;           // nodes and edges looked at, for polling
+  for (NodeId v = 0; v < graph.num_nodes() && trials_left > 0 && !spent.out_of_work; ++v) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(v));
     if (!graph.is_op_node(v)) continue;
     const int32_t p0 = current.partition_of[v];
-    if (!exhaustive && current.partitions.size() > 1) {
-      bool on_boundary = false;
-      for (int32_t p = 0; p < static_cast<int32_t>(parts.size()) && !on_boundary; ++p) {
-        on_boundary = p != p0 && Touches(graph, current, v, p);
+    if (exhaustive) {
+      targets.clear();
+      for (int32_t p = 0; p < static_cast<int32_t>(parts.size()); ++p) {
+        if (p != p0) targets.push_back(p);
       }
-      if (!on_boundary) continue;
+    } else {
+      NeighbourPartitions(graph, current, v, &targets);  // empty: not on a boundary
     }
     double best_cost = kInfinite;
     PartitionSet best;
     PartitionList best_parts;
-    for (int32_t p1 = 0; p1 < static_cast<int32_t>(parts.size()); ++p1) {
-      if (p1 == p0) continue;
-      if (!exhaustive && !Touches(graph, current, v, p1)) continue;
-      std::vector<NodeId> partners = {-1};  // -1: move v alone
+    for (int32_t p1 : targets) {
+      if (trials_left <= 0 || spent.out_of_work) break;
+      partners.assign(1, -1);
+      int64_t scan = 0;
       for (NodeId n1 : parts[p1]) {
+        ++scan;
+        if (visited++ % CancellationToken::kPollInterval == 0) {
+          PARTPLAN_RETURN_IF_ERROR(token.Check());
+        }
         if (!graph.is_op_node(n1)) continue;
-        if (!exhaustive && !Touches(graph, current, n1, p0)) continue;
+        if (!exhaustive && !Touches(graph, current, n1, p0, &scan)) continue;
         partners.push_back(n1);
       }
+      if (!spend(scan)) break;
       for (NodeId n1 : partners) {
-        if (trials_left-- <= 0) break;
+        if (trials_left <= 0) break;
         PARTPLAN_RETURN_IF_ERROR(token.Check());
         PartitionList trial_parts = Swap(graph, parts, v, n1, p0, p1);
         PartitionSet trial = BuildPartitionSet(graph, trial_parts);
+        if (!spend(TrialWork(graph, devices.size(), trial))) break;
+        --trials_left;
+        ++spent.trials;
         PARTPLAN_ASSIGN_OR_RETURN(const bool mapped, RemapAll(graph, devices, token, &trial));
         if (!mapped) continue;
         PARTPLAN_ASSIGN_OR_RETURN(const double trial_cost,

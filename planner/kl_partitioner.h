@@ -16,17 +16,30 @@
 // the returned plan is the one searched. Partitions emptied by moves are
 // dropped.
 //
-// Cost: each trial is O(N + E + P x devices). Graphs of up to
-// `max_exhaustive_nodes` call_* nodes try every node and partner (O(N^2)
-// trials); larger ones try only nodes on a partition boundary with the
-// partitions they touch and their boundary partners, at most
-// `max_boundary_trials` trials and `max_boundary_work` node and edge visits
-// in all (so at most a few hundred milliseconds whatever the graph size).
+// Cost. A trial rebuilds, re-places and re-costs the whole plan. With N
+// nodes, E edges, P partitions and D devices, placing it again
+// (MapPartitionsToDevices) may pass over every device for each partition,
+// and prices partition i on each device that already holds one, at most
+// min(i + 1, D) of them: O(N + E + P x D + min(P, D) x (N + E)) a trial.
+// The search is bounded by `max_work`, which counts each trial at that
+// bound computed from its own partitions (TrialWork in the .cc), plus the
+// nodes and edges visited to find candidates; the search stops before a
+// trial it cannot pay for. Graphs of up to `max_exhaustive_nodes` call_*
+// nodes try every node and partner (O(N^2) trials, within the budget);
+// larger ones try only nodes on a partition boundary with the partitions
+// they touch and their boundary partners, at most `max_boundary_trials`
+// trials. Outside the budget: the SIZE_BASED plan and its placement, the
+// final placement and one pass over the nodes and edges, so the search
+// takes a few hundred milliseconds at most whatever N, E, P and D. The
+// token is polled before every trial and every kPollInterval nodes or
+// candidates visited.
 //
 //   PARTPLAN_ASSIGN_OR_RETURN(PartitionSet set,
 //                             KlPartition(graph, devices, {}, token));
 #ifndef PARTPLAN_PLANNER_KL_PARTITIONER_H_
 #define PARTPLAN_PLANNER_KL_PARTITIONER_H_
+
+#include <cstdint>
 
 #include "absl/status/statusor.h"
 #include "planner/cancellation.h"
@@ -41,15 +54,25 @@ struct KlOptions {
   int max_exhaustive_nodes = 128;
   // Trials of the boundary pass on larger graphs...
   int max_boundary_trials = 512;
-  // ...and node and edge visits they may spend together.
-  int64_t max_boundary_work = 100'000'000;
+  // ...and the work units (node, edge, device and partition-on-device
+  // visits, see above) the search may spend in all, either pass.
+  int64_t max_work = 100'000'000;
 
   absl::Status CheckAndSetup() const;
 };
 
+// What a search spent, for tests and benchmarks.
+struct KlStats {
+  int64_t trials = 0;  // trials run (re-placed and costed)
+  int64_t work = 0;    // work units charged, at most KlOptions::max_work
+  bool out_of_work = false;  // the budget stopped the search
+};
+
+// `stats`, when given, is overwritten with what the search spent.
 absl::StatusOr<PartitionSet> KlPartition(const CompactGraph& graph, const DeviceList& devices,
                                          const KlOptions& options,
-                                         const CancellationToken& token);
+                                         const CancellationToken& token,
+                                         KlStats* stats = nullptr);
 
 }  // namespace partplan
 
