@@ -88,6 +88,20 @@ def parse_input_spec(text: str):
     return shape, dtype
 
 
+def _check_kwargs(factory, spec: str, kwargs: dict) -> None:
+    """--kwargs must be arguments the factory takes."""
+    import inspect
+
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return  # no signature to check against
+    try:
+        signature.bind(**kwargs)
+    except TypeError as e:
+        raise UsageError(f"--kwargs for {spec}{signature}: {e}") from None
+
+
 def _check_input_count(model, count: int) -> None:
     """One --input-shape per positional forward() argument without a default
     (and no more than it takes)."""
@@ -133,6 +147,7 @@ def cmd_export(args) -> int:
     if isinstance(obj, torch.nn.Module):
         model = obj
     elif callable(obj):
+        _check_kwargs(obj, args.model, kwargs)
         model = obj(**kwargs)
     else:
         raise UsageError(f"{args.model} is neither a module nor a factory")

@@ -174,6 +174,9 @@ class CliTest(unittest.TestCase):
             (("export", "torchvision.models:resnet18", "--kwargs", "{bad"), "argument --kwargs: not JSON"),
             (("export", "torchvision.models:resnet18", "--kwargs", "[1]"),
              "argument --kwargs: want a JSON object"),
+            (("export", f"{self.model_path}:Net", "--kwargs", '{"depth": 3}', "--input-shape", "2,5:int64",
+              "--input-shape", ""), "--kwargs for " + f"{self.model_path}:Net(width=16): "
+             "got an unexpected keyword argument 'depth'"),
             (("plan", "--graph", self.path("missing.json"), "--device-memory", "1GiB"),
              "--graph " + self.path("missing.json")),
             (("plan", "--graph", os.path.join(support.REPO, "client", "examples", "graph_mlp.json")),
