@@ -135,6 +135,7 @@ class BatchDimAnalyzer {
     result_.element_offsets_.reserve(n + 1);
     result_.element_offsets_.push_back(0);
     result_.ambiguous_.assign(n, false);
+    result_.guess_of_.assign(n, -1);
     result_.keeps_partial_.assign(n, false);
     result_.gathers_batch_.assign(n, false);
     result_.elementwise_.assign(n, false);
@@ -159,6 +160,7 @@ class BatchDimAnalyzer {
           PARTPLAN_RETURN_IF_ERROR(AnalyzeOp(v));
           break;
       }
+      CarryGuess(v);
       result_.element_offsets_.push_back(static_cast<int64_t>(result_.elements_.size()));
     }
     result_.batch_size_ = batch_size_;
@@ -171,6 +173,7 @@ class BatchDimAnalyzer {
     bool any_model = false;
     bool any_partial = false;
     bool local_mean = false;
+    bool scaled = false;  // some operand is ValueLayout::scaled
     absl::InlinedVector<NodeId, 4> sharded;        // kShard operands, in input order
     absl::InlinedVector<NodeId, 2> local_scalars;  // kLocalScalar operands
     bool has_batch() const { return !sharded.empty() || !local_scalars.empty(); }
@@ -222,6 +225,21 @@ class BatchDimAnalyzer {
   void Note(NodeId v, std::string text) {
     std::string& note = result_.notes_[v];
     note = note.empty() ? std::move(text) : absl::StrCat(note, "; ", text);
+  }
+
+  // A guess (an ambiguous node) is carried to everything computed from it,
+  // so that no placement resting on it reads as known.
+  void CarryGuess(NodeId v) {
+    if (result_.ambiguous_[v]) {
+      result_.guess_of_[v] = v;
+      return;
+    }
+    for (NodeId u : graph_.inputs(v)) {
+      if (result_.guess_of_[u] >= 0) {
+        result_.guess_of_[v] = result_.guess_of_[u];
+        return;
+      }
+    }
   }
 
   // ---- Placeholders --------------------------------------------------
@@ -328,6 +346,7 @@ class BatchDimAnalyzer {
     for (NodeId u : graph_.inputs(v)) {
       const ValueLayout& value = layout(u);
       operands.local_mean |= value.local_mean;
+      operands.scaled |= value.scaled;
       switch (value.layout) {
         case Layout::kModelState:
           operands.any_model = true;
@@ -517,10 +536,10 @@ class BatchDimAnalyzer {
       if (followed.has_value()) {
         value = *followed;
       } else {
-        PARTPLAN_ASSIGN_OR_RETURN(value, Generic(v, operands, map.output_shape));
+        PARTPLAN_ASSIGN_OR_RETURN(value, Generic(v, operands, map.output_shape, /*broadcasts=*/true));
       }
     } else if (in.layout == Layout::kLocalScalar) {
-      PARTPLAN_ASSIGN_OR_RETURN(value, Generic(v, operands, map.output_shape));
+      PARTPLAN_ASSIGN_OR_RETURN(value, Generic(v, operands, map.output_shape, /*broadcasts=*/true));
     } else {
       // Views move data without combining it: Partial, replicated and
       // model-state values stay what they are, unless the view broadcasts a
@@ -539,6 +558,7 @@ class BatchDimAnalyzer {
         result_.keeps_partial_[v] = in.layout == Layout::kPartial;
       }
     }
+    PARTPLAN_ASSIGN_OR_RETURN(value, WithScale(rule, args, operands, value));
     AddElement(value, map.output_shape, element_bytes);
     return absl::OkStatus();
   }
@@ -716,6 +736,63 @@ class BatchDimAnalyzer {
   absl::StatusOr<ValueLayout> ElementLayout(NodeId v, const OpRule& rule, const NodeArgs& args,
                                             const Operands& operands, int element,
                                             absl::Span<const int64_t> output) {
+    PARTPLAN_ASSIGN_OR_RETURN(ValueLayout value,
+                              UnscaledLayout(v, rule, args, operands, element, output));
+    return WithScale(rule, args, operands, value);
+  }
+
+  // ValueLayout::scaled: kept from a scaled operand, or begun where the
+  // backward of a mean divides by the number of samples, which a device
+  // takes as its own share.
+  absl::StatusOr<ValueLayout> WithScale(const OpRule& rule, const NodeArgs& args,
+                                        const Operands& operands, ValueLayout value) const {
+    bool scaled = operands.scaled;
+    if (!scaled && value.layout == Layout::kShard) {
+      PARTPLAN_ASSIGN_OR_RETURN(scaled, DividesByOwnSamples(rule, args, value));
+    }
+    value.scaled = scaled && (value.layout == Layout::kShard || value.layout == Layout::kReplicate);
+    return value;
+  }
+
+  absl::StatusOr<bool> DividesByOwnSamples(const OpRule& rule, const NodeArgs& args,
+                                           const ValueLayout& value) const {
+    if (rule.family == OpFamily::kIdentity && rule.reduction_arg >= 0) {
+      // A loss's backward under reduction=mean divides by its sample count.
+      PARTPLAN_ASSIGN_OR_RETURN(
+          const int64_t reduction,
+          args.IntOr(args.Get(rule.reduction_arg, "reduction"), 1, "reduction"));
+      return reduction == 1;
+    }
+    if (!rule.divides) return false;
+    // `expand(g) / (B x k)`: a mean's backward spreading a per-device mean
+    // loss's gradient over its own samples.
+    const NodeId dividend = args.NodeAt(args.Get(0, "self"));
+    if (dividend < 0 || layout(dividend).layout != Layout::kShard || !layout(dividend).local_mean) {
+      return false;
+    }
+    const NodeArgs::Arg divisor = args.Get(1, "other");
+    if (!divisor.present()) return false;
+    double by = 0;
+    if (divisor.head().kind_case() == v1::Value::kInt) by = static_cast<double>(divisor.head().int_());
+    if (divisor.head().kind_case() == v1::Value::kFloat) by = divisor.head().float_();
+    const int64_t samples =
+        value.batch_size / std::max<int64_t>(value.batch_outer * value.batch_inner, 1);
+    return samples > 0 && by > 0 && by == static_cast<double>(static_cast<int64_t>(by)) &&
+           static_cast<int64_t>(by) % samples == 0;
+  }
+
+  // Whether a batch-norm op runs in training mode (its `training` argument,
+  // `train` in the backward).
+  absl::StatusOr<bool> Training(const OpRule& rule, const NodeArgs& args) const {
+    if (rule.training_arg < 0) return false;
+    NodeArgs::Arg arg = args.Get(rule.training_arg, "training");
+    if (!arg.present()) arg = args.Get(rule.training_arg, "train");
+    return args.BoolOr(arg, false, "training");
+  }
+
+  absl::StatusOr<ValueLayout> UnscaledLayout(NodeId v, const OpRule& rule, const NodeArgs& args,
+                                             const Operands& operands, int element,
+                                             absl::Span<const int64_t> output) {
     ValueLayout value;
     value.local_mean = operands.local_mean;
     if (operands.any_model && !operands.has_batch()) {
@@ -741,9 +818,16 @@ class BatchDimAnalyzer {
         if (rule.divides && value.reduce == ReduceOp::kSum) MeanBySize(v, args, &value);
         return value;
       }
-      return Generic(v, operands, output);
+      return Generic(v, operands, output, Broadcasts(rule));
     }
     if (rule.family == OpFamily::kLoss && element > 0) return LocalScalar(operands, ReduceOp::kSum);
+    PARTPLAN_ASSIGN_OR_RETURN(const bool training, Training(rule, args));
+    if (training && element > 0 && rule.rest == RestElements::kBatchStatistics) {
+      // save_mean / save_invstd: the whole batch's once the devices sync
+      // them (or gather the batch), the same on every device.
+      value.layout = Layout::kReplicate;
+      return value;
+    }
 
     // Where each sharded operand's batch dim goes.
     concatenates_batch_ = false;
@@ -754,7 +838,7 @@ class BatchDimAnalyzer {
       PARTPLAN_ASSIGN_OR_RETURN(const DimFate fate, FateOfBatchDim(rule, args, element, u, output));
       switch (fate.kind) {
         case DimFate::kNoRule:
-          return Generic(v, operands, output);
+          return Generic(v, operands, output, Broadcasts(rule));
         case DimFate::kMapped:
           if (mapped.empty()) mapped_from = u;
           mapped.push_back(fate.dim);
@@ -765,6 +849,17 @@ class BatchDimAnalyzer {
         case DimFate::kContracted:
           break;
       }
+    }
+    if (gathered) {
+      // One operand's batch is mixed: every batch-sharded operand is
+      // gathered, whatever the others' rules say.
+      result_.gathers_batch_[v] = true;
+      Note(v,
+           "needs the whole batch (the op does not decompose over it, or reorders or mixes "
+           "values along the batch dim): its batch-sharded operands are gathered and the result "
+           "is replicated");
+      value.layout = Layout::kReplicate;
+      return value;
     }
     if (!mapped.empty()) {
       for (int32_t dim : mapped) {
@@ -789,18 +884,38 @@ class BatchDimAnalyzer {
              "which interleave in the result instead of forming a contiguous block");
       }
       NoteRuleSettled(v, output, mapped.front());
+      if (training && element == 0) SyncStatistics(v, rule, args);
       return Sharded(value, mapped.front(), output, &layout(mapped_from));
     }
     NoteRuleSettled(v, output, -1);
-    if (gathered) {
-      result_.gathers_batch_[v] = true;
-      Note(v,
-           "needs the whole batch (the op does not decompose over it): its batch-sharded "
-           "operands are gathered and the result is replicated");
-      value.layout = Layout::kReplicate;
-      return value;
-    }
     return Contraction(rule, args, operands, output);
+  }
+
+  // Training-mode batch norm keeps its rows sharded as SyncBatchNorm does:
+  // per-channel statistics over each device's samples are all-reduced, so
+  // every device normalises (or, backward, corrects its gradient) with the
+  // whole batch's. Channels are dim 1 of operand 0.
+  void SyncStatistics(NodeId v, const OpRule& rule, const NodeArgs& args) {
+    const NodeId operand = args.NodeAt(args.Get(0, "input"));
+    if (operand < 0 || !is_tensor(operand)) return;
+    const absl::Span<const int64_t> in = shape(operand);
+    BatchDimAnalysis::StatisticsSync sync;
+    sync.operand = operand;
+    sync.values = 2 * (in.size() > 1 ? in[1] : 1);
+    sync.element_bytes = result_.element_bytes(operand);
+    const bool forward = rule.rest == RestElements::kBatchStatistics;
+    sync.what = forward
+                    ? absl::StrCat("per-channel sums and sums of squares of '", proto(operand).name(),
+                                   "' over each device's samples")
+                    : absl::StrCat("per-channel sums of '", proto(operand).name(),
+                                   "' and of its products with the normalised input over each "
+                                   "device's samples");
+    Note(v, absl::StrCat("training-mode batch norm needs the whole batch's statistics: planned as "
+                         "SyncBatchNorm, whose devices all-reduce the ",
+                         sync.what,
+                         forward ? "; save_mean and save_invstd are then the batch's, replicated"
+                                 : ""));
+    result_.syncs_[v] = std::move(sync);
   }
 
   // A value made with new dims of the batch size (`dims`, from the op's
@@ -974,13 +1089,27 @@ class BatchDimAnalyzer {
     const auto operand_at = [&](int position, absl::string_view name) {
       return args.NodeAt(args.Get(position, name));
     };
+    if (rule.mix != MixKind::kNone) {
+      PARTPLAN_ASSIGN_OR_RETURN(const bool mixes, MixesBatchDim(rule, args, u, in.size(), b));
+      if (mixes) return Gathered();
+    }
     switch (rule.family) {
       case OpFamily::kPointwise:
       case OpFamily::kFactoryLike:
         return Broadcast(in, b, output);
-      case OpFamily::kIdentity:
-        if (element > 0 && rule.rest == RestElements::kContract) return Contracted();
+      case OpFamily::kIdentity: {
+        PARTPLAN_ASSIGN_OR_RETURN(const bool training, Training(rule, args));
+        // Statistics per channel of a batch on the channel dim are per sample
+        // in no useful sense: the op needs the whole batch.
+        if (training && b == 1) return Gathered();
+        if (element > 0 && (rule.rest == RestElements::kContract ||
+                            rule.rest == RestElements::kBatchStatistics)) {
+          return Contracted();
+        }
         return SamePosition(in, b, output);
+      }
+      case OpFamily::kRot90:
+        return Rot90Fate(args, u, in, b);
       case OpFamily::kContract:
         return Contracted();
       case OpFamily::kLoss: {
@@ -1021,6 +1150,76 @@ class BatchDimAnalyzer {
       default:
         return NoRule();
     }
+  }
+
+  // Whether the op reorders or mixes values along operand u's batch dim b
+  // (rule.mix). Operands other than self count when they have self's rank
+  // (softmax's backward, scatter's index and source).
+  absl::StatusOr<bool> MixesBatchDim(const OpRule& rule, const NodeArgs& args, NodeId u,
+                                     size_t rank, int32_t b) const {
+    const NodeId self = args.NodeAt(args.Get(0, "self"));
+    if (rule.mix_self_only || rule.mix == MixKind::kIndexedDims) {
+      if (u != self) return false;
+    } else if (u != self && (self < 0 || !is_tensor(self) || shape(self).size() != rank)) {
+      return false;
+    }
+    if (rule.mix == MixKind::kIndexedDims) {
+      // index.Tensor(self, indices): a list with a tensor or None per dim.
+      const NodeArgs::Arg indices = args.Get(rule.mix_arg, "indices");
+      if (!indices.present() || indices.head().kind_case() != v1::Value::kList) return true;
+      const int count = static_cast<int>(indices.head().list());
+      for (int i = 0; i < count && i <= b; ++i) {
+        const v1::Value& index = indices.values->Get(indices.start + 1 + i);
+        if (index.kind_case() != v1::Value::kNone && index.kind_case() != v1::Value::kNode) {
+          return true;  // not one value per dim: cannot tell, so take it as mixed
+        }
+        if (i == b) return index.kind_case() == v1::Value::kNode;
+      }
+      return false;
+    }
+    NodeArgs::Arg arg = args.Get(rule.mix_arg, "dim");
+    if (!arg.present()) arg = args.Get(rule.mix_arg, "dims");
+    Dims dims;
+    if (NodeArgs::IsNone(arg)) {
+      // roll's dims default to none (all: it rolls the flattened tensor).
+      if (!rule.mix_has_default) return true;
+      dims.push_back(rule.mix_default);
+    } else {
+      PARTPLAN_ASSIGN_OR_RETURN(dims, args.Ints(arg, "dim"));
+    }
+    if (dims.empty()) return rule.mix == MixKind::kDimArgOrAll;
+    for (int64_t dim : dims) {
+      absl::StatusOr<int32_t> d = NormalizeDim(dim, static_cast<int64_t>(rank));
+      if (!d.ok()) return args.Error(arg, d.status().message());
+      if (*d == b) return true;
+    }
+    return false;
+  }
+
+  // rot90(self, k, dims=[d0, d1]): k=1 is flip(d1) then transpose(d0, d1),
+  // k=2 flips both, k=3 is flip(d0) then transpose. The batch moves to the
+  // other dim where it is not reversed, and needs the whole batch where it is.
+  absl::StatusOr<DimFate> Rot90Fate(const NodeArgs& args, NodeId u, absl::Span<const int64_t> in,
+                                    int32_t b) const {
+    if (u != args.NodeAt(args.Get(0, "self"))) return NoRule();
+    PARTPLAN_ASSIGN_OR_RETURN(const int64_t raw_k, args.IntOr(args.Get(1, "k"), 1, "k"));
+    const NodeArgs::Arg dims_arg = args.Get(2, "dims");
+    Dims dims = {0, 1};
+    if (!NodeArgs::IsNone(dims_arg)) {
+      PARTPLAN_ASSIGN_OR_RETURN(dims, args.Ints(dims_arg, "dims"));
+    }
+    if (dims.size() != 2) return args.Error(dims_arg, "rot90 takes exactly two dims");
+    const int64_t rank = static_cast<int64_t>(in.size());
+    absl::StatusOr<int32_t> d0 = NormalizeDim(dims[0], rank);
+    absl::StatusOr<int32_t> d1 = NormalizeDim(dims[1], rank);
+    if (!d0.ok()) return args.Error(dims_arg, d0.status().message());
+    if (!d1.ok()) return args.Error(dims_arg, d1.status().message());
+    if (*d0 == *d1) return args.Error(dims_arg, "rot90's two dims must differ");
+    const int64_t k = ((raw_k % 4) + 4) % 4;
+    if ((b != *d0 && b != *d1) || k == 0) return Mapped(b);
+    if (k == 1 && b == *d0) return Mapped(*d1);
+    if (k == 3 && b == *d1) return Mapped(*d0);
+    return Gathered();
   }
 
   absl::StatusOr<DimFate> ReductionFate(const OpRule& rule, const NodeArgs& args, NodeId u,
@@ -1109,8 +1308,16 @@ class BatchDimAnalyzer {
     return batch_size_;
   }
 
+  // Whether the op's output dims line up with its operands' by
+  // broadcasting, as a rule: views and pointwise ops. For any other op the
+  // dim a batch operand would land on when broadcast is a guess.
+  static bool Broadcasts(const OpRule& rule) {
+    return rule.family == OpFamily::kView || rule.family == OpFamily::kPointwise ||
+           rule.family == OpFamily::kFactoryLike;
+  }
+
   absl::StatusOr<ValueLayout> Generic(NodeId v, const Operands& operands,
-                                      absl::Span<const int64_t> output) {
+                                      absl::Span<const int64_t> output, bool broadcasts) {
     absl::InlinedVector<int64_t, 2> sizes;
     auto add_size = [&sizes](int64_t size) {
       if (std::find(sizes.begin(), sizes.end(), size) == sizes.end()) sizes.push_back(size);
@@ -1185,11 +1392,23 @@ class BatchDimAnalyzer {
         absl::StrCat("output dims ", ShapeString(Dims(candidates.begin(), candidates.end())),
                      " have the batch size ", sizes.front());
     int32_t dim = candidates.front();
-    if (aligned >= 0) {
+    if (aligned >= 0 && broadcasts) {
       dim = aligned;
       if (candidates.size() > 1 || !lookalike.empty()) {
         Note(v, absl::StrCat(candidates_text, "; took dim ", dim, ": ", because));
       }
+    } else if (aligned >= 0 && (candidates.size() > 1 || !lookalike.empty())) {
+      // An op without a dimension rule may move the batch anywhere (rot90
+      // of a [B, B] tensor moves it to dim 1): where it would land if the
+      // op broadcast is the best guess, not a fact.
+      dim = aligned;
+      result_.ambiguous_[v] = true;
+      Note(v, absl::StrCat("ambiguous: ", candidates_text,
+                           lookalike.empty() ? "" : absl::StrCat(", and ", lookalike),
+                           "; the op has no dimension rule, so dim ", dim,
+                           " is a guess: ", because, " if the op kept dims in place"));
+    } else if (aligned >= 0) {
+      dim = aligned;
     } else if (candidates.size() > 1 || !lookalike.empty()) {
       result_.ambiguous_[v] = true;
       Note(v, absl::StrCat("ambiguous: ",

@@ -34,10 +34,24 @@
 //   select of one sample, ...) need the whole batch and give a replicated
 //   result. A summed local scalar divided by a multiple of the batch size
 //   (`sum / B`, as make_fx bakes x.shape[0]) is a mean.
-// - Other ops: the output dim whose size is the batch size, preferring the
-//   dim a batch operand lands on when broadcast. Where a non-batch dim of
-//   the batch size (in an operand or the output) leaves it open, the node is
-//   flagged ambiguous with a note, and upstream's first match is kept.
+// - Ops that reorder or mix values along some dims (flip, roll, sort,
+//   argsort, topk, cumsum & co, rot90, softmax, gather / scatter / index_*
+//   along `dim`, index.Tensor): a batch dim among those dims needs the whole
+//   batch (its operands are gathered, the result replicated); rot90 moves
+//   the batch to the other dim when it does not reverse it.
+// - Training-mode batch norm normalises by the whole batch's statistics:
+//   it is planned as SyncBatchNorm, which all-reduces per-channel sums and
+//   sums of squares (the backward: sums of the gradient and of its product
+//   with the centred input), so its output stays sharded and save_mean /
+//   save_invstd are the batch's, replicated (`statistics_sync`). With the
+//   batch on the channel dim it needs the whole batch instead.
+// - Other ops: the output dim whose size is the batch size. Where a
+//   non-batch dim of the batch size (in an operand or the output) leaves it
+//   open, the node is flagged ambiguous with a note, and the dim a batch
+//   operand lands on when broadcast (else upstream's first match) is the
+//   guess. Only views and pointwise ops broadcast by rule; for them that
+//   dim settles it. Every node computed from a guess carries it
+//   (`guess_of`).
 // - No batch-sharded operand: Replicate; Partial operands stay Partial
 //   through linear ops and are reduced before any other. But a new tensor
 //   (a factory such as zeros, or a view that broadcasts) with a dim of the
@@ -101,11 +115,19 @@ struct ValueLayout {
   // backward): each device's value is scaled by 1/(its share of the batch),
   // so the Partial terms made from it average rather than add.
   bool local_mean = false;
+  // kShard, kReplicate: each device's values are B / b times the whole
+  // value's (b of the B samples on the device: N times for N devices
+  // splitting evenly). The backward of a mean loss is so from where it
+  // divides by the number of samples, which each device takes as its own
+  // (a loss backward op under reduction=mean, or `expand(g) / (B x k)`);
+  // ops keep it, a contraction turns it into a Partial average, and a
+  // gather of such shards is replicated with it.
+  bool scaled = false;
 
   bool operator==(const ValueLayout& other) const {
     return layout == other.layout && dim == other.dim && batch_size == other.batch_size &&
            batch_outer == other.batch_outer && batch_inner == other.batch_inner &&
-           reduce == other.reduce && local_mean == other.local_mean;
+           reduce == other.reduce && local_mean == other.local_mean && scaled == other.scaled;
   }
 };
 
@@ -145,6 +167,26 @@ class BatchDimAnalysis {
 
   // Set when the batch dim could not be told from a same-sized dim.
   bool ambiguous(NodeId v) const { return ambiguous_[v]; }
+  // The ambiguous node whose guess v's layout rests on: v itself when
+  // ambiguous, else the guess of its first operand (in input order) that
+  // has one, else -1. A guess is never taken as known downstream.
+  NodeId guess_of(NodeId v) const { return guess_of_[v]; }
+
+  // Training-mode batch norm (and its backward) planned as SyncBatchNorm:
+  // the devices all-reduce per-channel statistics of `operand` (`values`
+  // numbers of `element_bytes` each) so that each normalises its rows by
+  // the whole batch's statistics.
+  struct StatisticsSync {
+    NodeId operand = -1;
+    int64_t values = 0;
+    int64_t element_bytes = 0;
+    std::string what;  // which statistics
+  };
+  // The sync node v needs, or null.
+  const StatisticsSync* statistics_sync(NodeId v) const {
+    auto it = syncs_.find(v);
+    return it == syncs_.end() ? nullptr : &it->second;
+  }
   // Why: for ambiguous nodes, batch-dim merges, splits and repeats, full
   // reductions and inputs taken as replicated. Empty for the rest.
   const std::string& note(NodeId v) const;
@@ -181,6 +223,8 @@ class BatchDimAnalysis {
   std::vector<TensorInfo> tensors_;  // parallel to elements_
   std::vector<int64_t> shape_pool_;
   std::vector<bool> ambiguous_;
+  std::vector<NodeId> guess_of_;
+  absl::flat_hash_map<NodeId, StatisticsSync> syncs_;
   std::vector<bool> keeps_partial_;
   std::vector<bool> gathers_batch_;
   std::vector<bool> elementwise_;

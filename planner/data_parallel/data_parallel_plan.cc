@@ -1,5 +1,6 @@
 #include "planner/data_parallel/data_parallel_plan.h"
 
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct Place {
   v1::Placement::Kind kind = v1::Placement::KIND_UNSPECIFIED;
   int32_t dim = 0;                   // SHARD
   ReduceOp reduce = ReduceOp::kSum;  // PARTIAL
+  // SHARD, REPLICATE: the devices' values are `scale` times the whole
+  // value's (ValueLayout::scaled). A property of the values, not of where
+  // they lie: placements compare without it.
+  int32_t scale = 1;
 
   bool operator==(const Place& other) const {
     return kind == other.kind && (kind != v1::Placement::SHARD || dim == other.dim) &&
@@ -33,6 +38,7 @@ struct Place {
     placement->set_kind(kind);
     if (kind == v1::Placement::SHARD) placement->set_dim(dim);
     if (kind == v1::Placement::PARTIAL) placement->set_reduce_op(ReduceOpName(reduce));
+    if (scale > 1) placement->set_scale(scale);
   }
 };
 
@@ -89,6 +95,8 @@ class PlanBuilder {
     }
     for (NodeId v = 0; v < n; ++v) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(v));
+      const BatchDimAnalysis::StatisticsSync* sync = analysis_.statistics_sync(v);
+      if (sync != nullptr) AddStatisticsSync(v, *sync, &response);
       for (NodeId u : graph_.inputs(v)) {
         const absl::optional<Place> need = Need(u, v);
         if (!need.has_value() || *need == places_[u]) continue;
@@ -103,6 +111,14 @@ class PlanBuilder {
   const ValueLayout& layout(NodeId v) const { return analysis_.layout(v); }
 
   Place PlaceOf(NodeId v) const {
+    Place place = UnscaledPlaceOf(v);
+    // The backward of a mean loss each device takes over its own B/N
+    // samples: N times the whole's values (an even split).
+    if (layout(v).scaled) place.scale = options_.group_size;
+    return place;
+  }
+
+  Place UnscaledPlaceOf(NodeId v) const {
     const ValueLayout& value = layout(v);
     switch (value.layout) {
       case Layout::kModelState:
@@ -140,6 +156,8 @@ class PlanBuilder {
       places_[v].ToProto(sharding->mutable_placement());
     }
     sharding->set_ambiguous(analysis_.ambiguous(v));
+    const NodeId guess = analysis_.guess_of(v);
+    if (guess >= 0 && graph_.op(v) != v1::OUTPUT) sharding->set_guessed_at(std::string(graph_.name(guess)));
     const std::string& why = analysis_.note(v);
     const std::string& placed = placement_.note(v);
     sharding->set_note(why.empty() || placed.empty() ? absl::StrCat(why, placed)
@@ -198,10 +216,35 @@ class PlanBuilder {
     return operand.size() < output.size() || operand.empty() || operand[0] == 1;
   }
 
-  void AddRedistribution(NodeId u, NodeId v, const Place& to,
+  // SyncBatchNorm's all-reduce of per-channel statistics before v.
+  void AddStatisticsSync(NodeId v, const BatchDimAnalysis::StatisticsSync& sync,
+                         v1::PlanDataParallelResponse* response) const {
+    int64_t bytes = 0;
+    if (__builtin_mul_overflow(sync.values, sync.element_bytes, &bytes)) {
+      bytes = std::numeric_limits<int64_t>::max();
+    }
+    const Place from{v1::Placement::PARTIAL, 0, ReduceOp::kSum};
+    const Collective collective = CollectiveFor(from, Replicate(), bytes, options_.group_size);
+    v1::Redistribution* redistribution = response->add_redistributions();
+    redistribution->set_value(std::string(graph_.name(sync.operand)));
+    redistribution->set_consumer(std::string(graph_.name(v)));
+    from.ToProto(redistribution->mutable_from_placement());
+    Replicate().ToProto(redistribution->mutable_to_placement());
+    redistribution->set_collective(collective.name);
+    redistribution->set_bytes(collective.bytes);
+    redistribution->set_statistics(
+        absl::StrCat(sync.what, " (", sync.values, " values)"));
+    response->set_communication_bytes_per_step(response->communication_bytes_per_step() +
+                                               collective.bytes);
+  }
+
+  void AddRedistribution(NodeId u, NodeId v, Place to,
                          v1::PlanDataParallelResponse* response) const {
     const Collective collective =
         CollectiveFor(places_[u], to, analysis_.value_bytes(u), options_.group_size);
+    // Gathering or cutting scaled values moves them as they are; reducing
+    // Partial terms gives the whole value.
+    if (places_[u].kind != v1::Placement::PARTIAL) to.scale = places_[u].scale;
     v1::Redistribution* redistribution = response->add_redistributions();
     redistribution->set_value(std::string(graph_.name(u)));
     redistribution->set_consumer(std::string(graph_.name(v)));

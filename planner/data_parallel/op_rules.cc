@@ -57,6 +57,32 @@ OpRule AlongDim(OpFamily family, int8_t dim_arg, bool drops_dim, bool slices = f
   return rule;
 }
 
+// An op that reorders or mixes values along the dims in argument `arg`.
+OpRule Mixing(OpRule rule, MixKind kind, int8_t arg) {
+  rule.mix = kind;
+  rule.mix_arg = arg;
+  return rule;
+}
+
+OpRule MixingWithDefault(OpRule rule, int8_t arg, int8_t default_dim) {
+  rule = Mixing(rule, MixKind::kDimArg, arg);
+  rule.mix_default = default_dim;
+  rule.mix_has_default = true;
+  return rule;
+}
+
+OpRule LossBackward(int8_t reduction_arg) {
+  OpRule rule = Identity(RestElements::kLikeFirst);
+  rule.reduction_arg = reduction_arg;
+  return rule;
+}
+
+OpRule BatchNorm(RestElements rest, int8_t training_arg, int8_t output_mask_arg = -1) {
+  OpRule rule = Identity(rest, output_mask_arg);
+  rule.training_arg = training_arg;
+  return rule;
+}
+
 }  // namespace
 
 OpRuleTable::OpRuleTable() {
@@ -160,14 +186,15 @@ OpRuleTable::OpRuleTable() {
        "floor.default",
        "ceil.default",
        "trunc.default",
-       "_softmax.default",
-       "_log_softmax.default",
-       "_softmax_backward_data.default",
-       "_log_softmax_backward_data.default",
        "native_dropout_backward.default",
        "fill.Scalar",
        "copy.default"},
       Family(OpFamily::kPointwise));
+  // Softmax is elementwise in shape but normalises along `dim`.
+  add({"_softmax.default", "_log_softmax.default"},
+      Mixing(Family(OpFamily::kPointwise), MixKind::kDimArg, 1));
+  add({"_softmax_backward_data.default", "_log_softmax_backward_data.default"},
+      Mixing(Family(OpFamily::kPointwise), MixKind::kDimArg, 2));
   add({"ones_like.default", "zeros_like.default", "empty_like.default", "full_like.default",
        "rand_like.default", "randn_like.default", "zero.default"},
       Family(OpFamily::kFactoryLike));
@@ -178,7 +205,13 @@ OpRuleTable::OpRuleTable() {
   // Normalisations, dropout and the backward ops whose first output is
   // shaped like an operand; output_mask drops elements from `outputs`.
   add({"native_dropout.default", "native_layer_norm.default"}, Identity(RestElements::kPerSample));
-  add({"native_batch_norm.default"}, Identity(RestElements::kContract));
+  // Batch norm in training mode: see `training_arg`; in eval mode it is
+  // per sample (running statistics), and its statistics outputs are empty.
+  add({"native_batch_norm.default", "_native_batch_norm_legit.default",
+       "_native_batch_norm_legit_functional.default"},
+      BatchNorm(RestElements::kBatchStatistics, 5));
+  add({"_native_batch_norm_legit.no_stats"}, BatchNorm(RestElements::kBatchStatistics, 3));
+  add({"_native_batch_norm_legit_no_training.default"}, Identity(RestElements::kContract));
   add({"native_group_norm.default"}, Identity(RestElements::kPerSample));
   add({"native_group_norm_backward.default"}, Identity(RestElements::kContract, 9));
   // Pooling, upsampling and padding keep N (and C) and resize the spatial
@@ -214,12 +247,15 @@ OpRuleTable::OpRuleTable() {
        "replication_pad2d_backward.default"},
       Identity(RestElements::kLikeFirst));
   add({"native_layer_norm_backward.default"}, Identity(RestElements::kContract, 7));
-  add({"native_batch_norm_backward.default"}, Identity(RestElements::kContract, 9));
+  add({"native_batch_norm_backward.default"}, BatchNorm(RestElements::kContract, 7, 9));
   add({"convolution_backward.default"}, Identity(RestElements::kContract, 10));
-  add({"nll_loss_backward.default", "nll_loss2d_backward.default", "mse_loss_backward.default",
-       "l1_loss_backward.default", "smooth_l1_loss_backward.default", "huber_loss_backward.default",
-       "binary_cross_entropy_backward.default", "soft_margin_loss_backward.default"},
-      Identity(RestElements::kLikeFirst));
+  // Loss backward ops: the `reduction` argument's position.
+  add({"nll_loss_backward.default", "nll_loss2d_backward.default",
+       "binary_cross_entropy_backward.default"},
+      LossBackward(4));
+  add({"mse_loss_backward.default", "l1_loss_backward.default", "smooth_l1_loss_backward.default",
+       "huber_loss_backward.default", "soft_margin_loss_backward.default"},
+      LossBackward(3));
   // Reductions: (kind, dims argument, keepdim argument).
   add({"sum.default"}, Reduction(ReduceKind::kSum, -1, -1));
   add({"sum.dim_IntList"}, Reduction(ReduceKind::kSum, 1, 2));
@@ -262,6 +298,31 @@ OpRuleTable::OpRuleTable() {
   add({"select.int"}, AlongDim(OpFamily::kIndexDim, 1, true));
   add({"slice.Tensor"}, AlongDim(OpFamily::kIndexDim, 1, false, /*slices=*/true));
   add({"index_select.default"}, AlongDim(OpFamily::kIndexDim, 1, false));
+  // Ops that reorder or mix values along some dims and keep the others in
+  // place: a batch dim among the mixed ones needs the whole batch (each
+  // device would flip, sort or scan only its own rows).
+  const OpRule keeps = Identity(RestElements::kLikeFirst);
+  add({"flip.default"}, Mixing(keeps, MixKind::kDimArg, 1));
+  add({"roll.default"}, Mixing(keeps, MixKind::kDimArgOrAll, 2));
+  add({"cumsum.default", "cumprod.default", "cummax.default", "cummin.default",
+       "logcumsumexp.default"},
+      Mixing(keeps, MixKind::kDimArg, 1));
+  add({"sort.default", "sort.stable", "argsort.default", "argsort.stable"},
+      MixingWithDefault(keeps, 1, -1));
+  add({"topk.default"}, MixingWithDefault(keeps, 2, -1));
+  // gather / scatter / index_* along `dim`: the output is shaped like the
+  // index (gather) or self; positions along `dim` move.
+  {
+    OpRule gather = Mixing(keeps, MixKind::kDimArg, 1);
+    gather.mix_self_only = true;  // the index's rows pick per sample (an embedding-like lookup)
+    add({"gather.default"}, gather);
+  }
+  add({"scatter.src", "scatter.value", "scatter.reduce", "scatter.value_reduce",
+       "scatter_add.default", "scatter_reduce.two", "index_add.default", "index_copy.default",
+       "index_fill.int_Scalar", "index_fill.int_Tensor"},
+      Mixing(keeps, MixKind::kDimArg, 1));
+  add({"index.Tensor"}, Mixing(Family(OpFamily::kUnknown), MixKind::kIndexedDims, 1));
+  add({"rot90.default"}, Family(OpFamily::kRot90));
 }
 
 const OpRule& OpRuleTable::Find(absl::string_view target) const {

@@ -44,6 +44,17 @@ enum class OpFamily : uint8_t {
   kCat,          // concatenation along `dim_arg`
   kSplit,        // tuple of pieces along `dim_arg` (unbind drops it)
   kIndexDim,     // select / slice / index_select along `dim_arg`
+  kRot90,        // rot90(self, k, dims): two dims exchanged, one of them reversed
+};
+
+// Dims along which an op reorders or mixes values (flip, sort, cumsum,
+// softmax, gather along `dim`, ...): each output element depends on the
+// whole of those dims, so a batch dim among them needs the whole batch.
+enum class MixKind : uint8_t {
+  kNone,
+  kDimArg,         // the `mix_arg` argument: an int or a list of ints
+  kDimArgOrAll,    // the same, but an empty list means every dim (roll flattens)
+  kIndexedDims,    // index.Tensor: the dims with a non-None index in list `mix_arg`
 };
 
 // What a reduction computes, hence how the devices' results combine when
@@ -65,6 +76,9 @@ enum class RestElements : uint8_t {
   kPerSample,  // keep their operands' leading dims (layer norm's mean/rstd, dropout's mask)
   kContract,   // the batch contracted: weight gradients, batch statistics
   kLocalSum,   // a full sum over the batch (nll_loss's total_weight)
+  // Batch norm's save_mean / save_invstd (and new running statistics):
+  // the batch's statistics in training mode, else contracted (empty).
+  kBatchStatistics,
 };
 
 struct OpRule {
@@ -75,7 +89,10 @@ struct OpRule {
   RestElements rest = RestElements::kLikeFirst;
   int8_t dim_arg = -1;        // kReduction, kCat, kSplit, kIndexDim: the dim(s) argument
   int8_t keepdim_arg = -1;    // kReduction
-  int8_t reduction_arg = -1;  // kLoss: `reduction` (0 none, 1 mean, 2 sum; default mean)
+  // kLoss: `reduction` (0 none, 1 mean, 2 sum; default mean). A loss's
+  // backward op (kIdentity) has it too: under a mean it divides by the
+  // number of samples it sees, which on a device is its own share.
+  int8_t reduction_arg = -1;
   int8_t lhs_arg = -1;        // kMatmul: the two matrices and the added term
   int8_t rhs_arg = -1;
   int8_t bias_arg = -1;
@@ -85,6 +102,15 @@ struct OpRule {
   bool drops_dim = false;       // kIndexDim (select), kSplit (unbind)
   bool slices = false;          // kIndexDim: slice.Tensor (start, end, step follow dim)
   bool divides = false;         // div: operand 0 divided by argument 1
+  MixKind mix = MixKind::kNone;
+  int8_t mix_arg = -1;       // the argument holding the mixed dims
+  int8_t mix_default = 0;    // kDimArg: the dim when the argument is absent (sort: -1)
+  bool mix_has_default = false;
+  bool mix_self_only = false;  // only operand 0's dims mix (gather: not the index's)
+  // Batch norm: the `training` argument's position. When it is true the op
+  // normalises by statistics over the whole batch (its backward sums over
+  // it), which each device can only compute for its own samples.
+  int8_t training_arg = -1;
 };
 
 class OpRuleTable {

@@ -314,20 +314,26 @@ TEST(BatchDimAnalysis, OperandsSettleOpsWithoutARuleWhereTheyCan) {
   AtenGraph g;
   g.Input("x", {4, 4})
       .Input("z", {4, 3})
-      // Elementwise-shaped: x's batch dim lands on dim 0 when broadcast.
+      // Elementwise-shaped, but an op without a rule may move the batch
+      // (rot90 does): where x's batch dim lands when broadcast is a guess.
       .Op("same_shape", "custom.op", {A::Node("x")}, {{4, 4}})
-      // Broadcast onto a new leading dim: dim 1.
+      // Broadcast onto a new leading dim: dim 1, a guess too.
       .Op("broadcast", "custom.op", {A::Node("x")}, {{2, 4, 4}})
+      // A pointwise op broadcasts by rule: that settles it.
+      .Op("pointwise", "aten.add.Tensor", {A::Node("x"), A::Node("x")}, {{4, 4}})
       // One dim of the batch size and no operand dim that could make it.
       .Op("unique", "custom.op", {A::Node("z")}, {{3, 4}})
-      .Output({"same_shape", "broadcast", "unique"});
+      .Output({"same_shape", "broadcast", "pointwise", "unique"});
   const Analysis a(g);
   ASSERT_TRUE(a.status().ok()) << a.status();
   EXPECT_TRUE(IsShard(a["same_shape"], 0, 4));
-  EXPECT_FALSE(a.ambiguous("same_shape"));
+  EXPECT_TRUE(a.ambiguous("same_shape"));
+  EXPECT_THAT(a.note("same_shape"), HasSubstr("is a guess"));
   EXPECT_THAT(a.note("same_shape"), HasSubstr("lands there when broadcast"));
   EXPECT_TRUE(IsShard(a["broadcast"], 1, 4));
-  EXPECT_FALSE(a.ambiguous("broadcast"));
+  EXPECT_TRUE(a.ambiguous("broadcast"));
+  EXPECT_TRUE(IsShard(a["pointwise"], 0, 4));
+  EXPECT_FALSE(a.ambiguous("pointwise"));
   EXPECT_TRUE(IsShard(a["unique"], 1, 4));
   EXPECT_FALSE(a.ambiguous("unique"));
   EXPECT_THAT(a.note("unique"), IsEmpty());
@@ -504,7 +510,9 @@ TEST(BatchDimAnalysis, ATupleWithoutOutputsTakesItsShapesFromItsGetitems) {
   EXPECT_EQ(a.analysis().num_elements(a.id("bn")), 3);
   EXPECT_EQ(a.analysis().element_layout(a.id("bn"), 1).layout, Layout::kNotTensor);  // no getitem
   EXPECT_TRUE(IsShard(a["normed"], 0, 4));
-  EXPECT_TRUE(IsPartial(a["batch_invstd"], ReduceOp::kSum));  // training-mode statistics
+  // Training-mode statistics: the whole batch's once synchronised (not a
+  // Partial sum: an inverse standard deviation does not add up).
+  EXPECT_EQ(a["batch_invstd"].layout, Layout::kReplicate);
   EXPECT_TRUE(IsShard(a["part"], 0, 4));
   EXPECT_EQ(a["parts"].layout, Layout::kNotTensor);  // element 0 has no getitem
 }
@@ -630,6 +638,226 @@ TEST(BatchDimAnalysis, ASumDividedByTheBatchSizeIsAMean) {
   ASSERT_TRUE(by_three.status().ok()) << by_three.status();
   EXPECT_EQ(by_three["loss"].reduce, ReduceOp::kSum);
   EXPECT_TRUE(IsPartial(by_three["dw"], ReduceOp::kSum));
+}
+
+// ---- Ops that reorder or mix along a dim (issue #24, item 9) -----------------
+
+TEST(BatchDimAnalysis, OpsThatReorderOrMixAlongTheBatchNeedItWhole) {
+  AtenGraph g;
+  g.Input("x", {4, 6})
+      .Input("ids", {4, 6}, "torch.int64")
+      .Input("table", {10, 6})
+      .Input("picks", {2, 6}, "torch.int64")
+      .Op("flip_batch", "aten.flip.default", {A::Node("x"), A::Ints({0})}, {{4, 6}})
+      .Op("flip_features", "aten.flip.default", {A::Node("x"), A::Ints({-1})}, {{4, 6}})
+      .Op("roll_flat", "aten.roll.default", {A::Node("x"), A::Ints({1})}, {{4, 6}})
+      .Op("roll_features", "aten.roll.default", {A::Node("x"), A::Ints({1}), A::Ints({1})},
+          {{4, 6}})
+      .Op("cumsum_batch", "aten.cumsum.default", {A::Node("x"), A::Int(0)}, {{4, 6}})
+      .Op("cumsum_features", "aten.cumsum.default", {A::Node("x"), A::Int(1)}, {{4, 6}})
+      .Op("sort_last", "aten.sort.default", {A::Node("x")}, {{4, 6}, {4, 6}})
+      .Op("sort_batch", "aten.sort.default", {A::Node("x"), A::Int(0)}, {{4, 6}, {4, 6}})
+      .Op("argsort_batch", "aten.argsort.default", {A::Node("x"), A::Int(-2)}, {{4, 6}})
+      .Op("topk_batch", "aten.topk.default", {A::Node("x"), A::Int(2), A::Int(0)},
+          {{2, 6}, {2, 6}})
+      .Op("topk_last", "aten.topk.default", {A::Node("x"), A::Int(2)}, {{4, 2}, {4, 2}})
+      .Op("softmax_batch", "aten._softmax.default", {A::Node("x"), A::Int(0), A::Bool(false)},
+          {{4, 6}})
+      .Op("softmax_features", "aten._softmax.default", {A::Node("x"), A::Int(1), A::Bool(false)},
+          {{4, 6}})
+      .Op("gather_batch", "aten.gather.default", {A::Node("x"), A::Int(0), A::Node("picks")},
+          {{2, 6}})
+      .Op("lookup", "aten.gather.default", {A::Node("table"), A::Int(0), A::Node("ids")},
+          {{4, 6}})
+      .Op("index_rows", "aten.index.Tensor", {A::Node("x"), A::Nodes({"picks"})}, {{2, 6, 6}})
+      .Output({"flip_batch"});
+  const Analysis a(g, {{"table", kParameter}, {"picks", v1::PARAMETER}});
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  for (const char* name : {"flip_batch", "roll_flat", "cumsum_batch", "sort_batch",
+                           "argsort_batch", "topk_batch", "softmax_batch", "gather_batch",
+                           "index_rows"}) {
+    EXPECT_EQ(a[name].layout, Layout::kReplicate) << name;
+    EXPECT_TRUE(a.analysis().gathers_batch(a.id(name))) << name;
+    EXPECT_THAT(a.note(name), HasSubstr("needs the whole batch")) << name;
+  }
+  EXPECT_EQ(a.analysis().element_layout(a.id("sort_batch"), 1).layout, Layout::kReplicate);
+  for (const char* name : {"flip_features", "roll_features", "cumsum_features", "sort_last",
+                           "topk_last", "softmax_features", "lookup"}) {
+    EXPECT_TRUE(IsShard(a[name], 0, 4)) << name;
+    EXPECT_FALSE(a.analysis().gathers_batch(a.id(name))) << name;
+  }
+  EXPECT_TRUE(IsShard(a.analysis().element_layout(a.id("topk_last"), 1), 0, 4));
+}
+
+TEST(BatchDimAnalysis, Rot90MovesTheBatchOrNeedsItWhole) {
+  // A [4, 4] input: sizes alone cannot tell where rot90 puts the batch.
+  AtenGraph g;
+  g.Input("x", {4, 4})
+      .Op("quarter", "aten.rot90.default", {A::Node("x"), A::Int(1), A::Ints({0, 1})}, {{4, 4}})
+      .Op("default_dims", "aten.rot90.default", {A::Node("x")}, {{4, 4}})
+      .Op("reversed_dims", "aten.rot90.default", {A::Node("x"), A::Int(-1), A::Ints({1, 0})},
+          {{4, 4}})
+      .Op("half", "aten.rot90.default", {A::Node("x"), A::Int(2), A::Ints({0, 1})}, {{4, 4}})
+      .Op("three_quarters", "aten.rot90.default", {A::Node("x"), A::Int(3), A::Ints({0, 1})},
+          {{4, 4}})
+      .Op("none", "aten.rot90.default", {A::Node("x"), A::Int(4), A::Ints({0, 1})}, {{4, 4}})
+      .Output({"quarter"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  // k=1 is flip(dim 1) then a transpose: the batch lands on dim 1, in order.
+  for (const char* name : {"quarter", "default_dims", "reversed_dims"}) {
+    EXPECT_TRUE(IsShard(a[name], 1, 4)) << name;
+    EXPECT_FALSE(a.ambiguous(name)) << name;
+  }
+  // k=2 and k=3 reverse the batch.
+  for (const char* name : {"half", "three_quarters"}) {
+    EXPECT_EQ(a[name].layout, Layout::kReplicate) << name;
+    EXPECT_TRUE(a.analysis().gathers_batch(a.id(name))) << name;
+  }
+  EXPECT_TRUE(IsShard(a["none"], 0, 4));
+}
+
+// ---- Guesses are not passed on as known (issue #24, item 10) -----------------
+
+TEST(BatchDimAnalysis, EverythingComputedFromAGuessCarriesIt) {
+  // custom.rot of a [4, 4] batch has no rule: dim 0 is a guess, and the
+  // loss and gradient computed from it are only as right as that guess.
+  AtenGraph g;
+  g.Input("x", {4, 4})
+      .Input("w", {3, 4})
+      .Op("rot", "custom.rot", {A::Node("x")}, {{4, 4}})
+      .Op("t", "aten.t.default", {A::Node("w")}, {{4, 3}})
+      .Op("y", "aten.mm.default", {A::Node("rot"), A::Node("t")}, {{4, 3}})
+      .Op("loss", "aten.mean.default", {A::Node("y")}, {{}})
+      .Op("seed", "aten.ones_like.default", {A::Node("loss")}, {{}})
+      .Op("dy", "aten.expand.default", {A::Node("seed"), A::Ints({4, 3})}, {{4, 3}})
+      .Op("dy_t", "aten.t.default", {A::Node("dy")}, {{3, 4}})
+      .Op("dw", "aten.mm.default", {A::Node("dy_t"), A::Node("rot")}, {{3, 4}})
+      .Op("clean", "aten.relu.default", {A::Node("x")}, {{4, 4}})
+      .Output({"dw", "clean"});
+  const Analysis a(g, {{"w", kParameter}});
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  const NodeId rot = a.id("rot");
+  EXPECT_TRUE(a.ambiguous("rot"));
+  EXPECT_EQ(a.analysis().guess_of(rot), rot);
+  for (const char* name : {"y", "loss", "seed", "dy", "dy_t", "dw"}) {
+    EXPECT_FALSE(a.ambiguous(name)) << name;
+    EXPECT_EQ(a.analysis().guess_of(a.id(name)), rot) << name;
+  }
+  for (const char* name : {"x", "w", "t", "clean"}) {
+    EXPECT_EQ(a.analysis().guess_of(a.id(name)), -1) << name;
+  }
+}
+
+// ---- Training-mode batch norm (issue #24, item 11) ---------------------------
+
+TEST(BatchDimAnalysis, TrainingBatchNormIsPlannedAsSyncBatchNorm) {
+  auto graph = [](bool training, const Shape& x_shape) {
+    const int64_t channels = x_shape[1];
+    AtenGraph g;
+    g.Input("x", x_shape)
+        .Input("w", {channels})
+        .Input("b", {channels})
+        .Input("mean", {channels})
+        .Input("var", {channels})
+        .Op("bn", "aten.native_batch_norm.default",
+            {A::Node("x"), A::Node("w"), A::Node("b"), A::Node("mean"), A::Node("var"),
+             A::Bool(training), A::Float(0.1), A::Float(1e-5)},
+            {x_shape, {training ? channels : 0}, {training ? channels : 0}})
+        .Op("out", "operator.getitem", {A::Node("bn"), A::Int(0)}, {x_shape})
+        .Op("save_mean", "operator.getitem", {A::Node("bn"), A::Int(1)},
+            {{training ? channels : 0}})
+        .Op("save_invstd", "operator.getitem", {A::Node("bn"), A::Int(2)},
+            {{training ? channels : 0}})
+        .Op("back", "aten.native_batch_norm_backward.default",
+            {A::Node("out"), A::Node("x"), A::Node("w"), A::Node("mean"), A::Node("var"),
+             A::Node("save_mean"), A::Node("save_invstd"), A::Bool(training), A::Float(1e-5),
+             A::Bools({true, true, true})},
+            {x_shape, {channels}, {channels}})
+        .Op("dx", "operator.getitem", {A::Node("back"), A::Int(0)}, {x_shape})
+        .Op("dw", "operator.getitem", {A::Node("back"), A::Int(1)}, {{channels}})
+        .Output({"dx", "dw"});
+    return g;
+  };
+  const std::vector<std::pair<std::string, v1::PlaceholderRole>> roles = {
+      {"w", kParameter}, {"b", kParameter}, {"mean", kParameter}, {"var", kParameter}};
+  const Analysis train(graph(true, {4, 3, 5}), roles);
+  ASSERT_TRUE(train.status().ok()) << train.status();
+  EXPECT_TRUE(IsShard(train["out"], 0, 4));
+  EXPECT_EQ(train["save_mean"].layout, Layout::kReplicate);
+  EXPECT_EQ(train["save_invstd"].layout, Layout::kReplicate);
+  EXPECT_TRUE(IsShard(train["dx"], 0, 4));
+  EXPECT_TRUE(IsPartial(train["dw"], ReduceOp::kSum));
+  const BatchDimAnalysis::StatisticsSync* forward =
+      train.analysis().statistics_sync(train.id("bn"));
+  ASSERT_NE(forward, nullptr);
+  EXPECT_EQ(forward->operand, train.id("x"));
+  EXPECT_EQ(forward->values, 6);  // sums and sums of squares of 3 channels
+  EXPECT_EQ(forward->element_bytes, 4);
+  EXPECT_THAT(train.note("bn"), HasSubstr("SyncBatchNorm"));
+  const BatchDimAnalysis::StatisticsSync* backward =
+      train.analysis().statistics_sync(train.id("back"));
+  ASSERT_NE(backward, nullptr);
+  EXPECT_EQ(backward->operand, train.id("out"));
+  EXPECT_EQ(backward->values, 6);
+
+  // Eval mode normalises each sample by the running statistics.
+  const Analysis eval(graph(false, {4, 3, 5}), roles);
+  ASSERT_TRUE(eval.status().ok()) << eval.status();
+  EXPECT_TRUE(IsShard(eval["out"], 0, 4));
+  EXPECT_EQ(eval.analysis().statistics_sync(eval.id("bn")), nullptr);
+  EXPECT_EQ(eval.analysis().statistics_sync(eval.id("back")), nullptr);
+
+  // The batch on the channel dim: per-channel statistics are per sample.
+  AtenGraph channels_first = graph(true, {3, 4, 5});
+  const Analysis on_channels(channels_first, roles, /*input_batch_dim=*/1);
+  ASSERT_TRUE(on_channels.status().ok()) << on_channels.status();
+  EXPECT_EQ(on_channels["out"].layout, Layout::kReplicate);
+  EXPECT_TRUE(on_channels.analysis().gathers_batch(on_channels.id("bn")));
+  EXPECT_EQ(on_channels.analysis().statistics_sync(on_channels.id("bn")), nullptr);
+}
+
+// ---- The backward of a mean loss is scaled (issue #24, item 12) ---------------
+
+TEST(BatchDimAnalysis, TheBackwardOfAMeanLossIsScaledFromWhereItDividesByTheSamples) {
+  AtenGraph g;
+  g.Input("x", {4, 3})
+      .Input("w", {5, 3})
+      .Input("target", {4, 5})
+      .Op("t", "aten.t.default", {A::Node("w")}, {{3, 5}})
+      .Op("y", "aten.mm.default", {A::Node("x"), A::Node("t")}, {{4, 5}})
+      // mean(y)'s backward as make_fx writes it: expand, then / numel.
+      .Op("loss", "aten.mean.default", {A::Node("y")}, {{}})
+      .Op("seed", "aten.ones_like.default", {A::Node("loss")}, {{}})
+      .Op("spread", "aten.expand.default", {A::Node("seed"), A::Ints({4, 5})}, {{4, 5}})
+      .Op("dy", "aten.div.Scalar", {A::Node("spread"), A::Int(20)}, {{4, 5}})
+      .Op("dy_t", "aten.t.default", {A::Node("dy")}, {{5, 4}})
+      .Op("dw", "aten.mm.default", {A::Node("dy_t"), A::Node("x")}, {{5, 3}})
+      .Op("dx", "aten.mm.default", {A::Node("dy"), A::Node("w")}, {{4, 3}})
+      // Loss backward ops divide by their own samples under a mean only.
+      .Op("mse_mean", "aten.mse_loss_backward.default",
+          {A::Node("seed"), A::Node("y"), A::Node("target"), A::Int(1)}, {{4, 5}})
+      .Op("mse_sum", "aten.mse_loss_backward.default",
+          {A::Node("seed"), A::Node("y"), A::Node("target"), A::Int(2)}, {{4, 5}})
+      // A forward division by a multiple of the batch size is no mean's backward.
+      .Op("halved", "aten.div.Scalar", {A::Node("y"), A::Int(8)}, {{4, 5}})
+      .Output({"dw", "dx", "mse_mean", "mse_sum", "halved"});
+  const Analysis a(g, {{"w", kParameter}});
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_FALSE(a["y"].scaled);
+  EXPECT_TRUE(IsShard(a["spread"], 0, 4));
+  EXPECT_FALSE(a["spread"].scaled);  // ones: each device's rows are the whole's
+  for (const char* name : {"dy", "dx", "mse_mean"}) {
+    EXPECT_TRUE(IsShard(a[name], 0, 4)) << name;
+    EXPECT_TRUE(a[name].scaled) << name;
+  }
+  EXPECT_TRUE(IsShard(a["dy_t"], 1, 4));
+  EXPECT_TRUE(a["dy_t"].scaled);
+  // Contracted, the scaled terms average to the whole gradient.
+  EXPECT_TRUE(IsPartial(a["dw"], ReduceOp::kAvg));
+  EXPECT_FALSE(a["dw"].scaled);
+  EXPECT_FALSE(a["mse_sum"].scaled);
+  EXPECT_FALSE(a["halved"].scaled);
 }
 
 // ---- Model state and placeholders -------------------------------------------

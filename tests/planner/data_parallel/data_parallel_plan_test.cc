@@ -334,6 +334,115 @@ TEST(PlanDataParallel, ReplicatedOperandsAreCutToTheShardWhereTheyDoNotBroadcast
   EXPECT_THAT(plan.redistributions(), ::testing::ElementsAre("rows->plus_rows local_chunk 0"));
 }
 
+// ---- Issue #24, items 9-12 --------------------------------------------------------
+
+TEST(PlanDataParallel, AFlipOfTheBatchGathersItAndAFlipOfFeaturesDoesNot) {
+  AtenGraph g;
+  g.Input("x", {4, 6})  // 96 bytes
+      .Op("flipped", "aten.flip.default", {A::Node("x"), A::Ints({0})}, {{4, 6}})
+      .Op("mirrored", "aten.flip.default", {A::Node("x"), A::Ints({1})}, {{4, 6}})
+      .Output({"flipped", "mirrored"});
+  const Planned plan(g.Request());
+  ASSERT_TRUE(plan.response().ok()) << plan.response().status();
+  EXPECT_EQ(PlacementOf(plan.node("flipped")), "Replicate");
+  EXPECT_EQ(plan.node("flipped").batch_dim(), -1);
+  EXPECT_EQ(PlacementOf(plan.node("mirrored")), "Shard(0)");
+  EXPECT_THAT(plan.redistributions(), ::testing::ElementsAre("x->flipped all_gather 48"));
+}
+
+TEST(PlanDataParallel, NodesComputedFromAGuessSayWhichGuess) {
+  AtenGraph g;
+  g.Input("x", {4, 4})
+      .Input("w", {3, 4})
+      .Op("rot", "custom.rot", {A::Node("x")}, {{4, 4}})
+      .Op("t", "aten.t.default", {A::Node("w")}, {{4, 3}})
+      .Op("y", "aten.mm.default", {A::Node("rot"), A::Node("t")}, {{4, 3}})
+      .Op("loss", "aten.mean.default", {A::Node("y")}, {{}})
+      .Op("clean", "aten.relu.default", {A::Node("x")}, {{4, 4}})
+      .Output({"loss", "clean"});
+  const Planned plan(g.Request({{"w", v1::PARAMETER}}));
+  ASSERT_TRUE(plan.response().ok()) << plan.response().status();
+  EXPECT_TRUE(plan.node("rot").ambiguous());
+  for (const char* name : {"rot", "y", "loss"}) {
+    EXPECT_EQ(plan.node(name).guessed_at(), "rot") << name;
+  }
+  EXPECT_FALSE(plan.node("y").ambiguous());
+  for (const char* name : {"x", "w", "t", "clean", "output"}) {
+    EXPECT_EQ(plan.node(name).guessed_at(), "") << name;
+  }
+}
+
+TEST(PlanDataParallel, TrainingBatchNormAllReducesItsStatisticsAsSyncBatchNormDoes) {
+  AtenGraph g;
+  g.Input("x", {4, 3, 5})
+      .Input("w", {3})
+      .Input("b", {3})
+      .Input("mean", {3})
+      .Input("var", {3})
+      .Op("bn", "aten.native_batch_norm.default",
+          {A::Node("x"), A::Node("w"), A::Node("b"), A::Node("mean"), A::Node("var"),
+           A::Bool(true), A::Float(0.1), A::Float(1e-5)},
+          {{4, 3, 5}, {3}, {3}})
+      .Op("out", "operator.getitem", {A::Node("bn"), A::Int(0)}, {{4, 3, 5}})
+      .Op("save_invstd", "operator.getitem", {A::Node("bn"), A::Int(2)}, {{3}})
+      .Output({"out", "save_invstd"});
+  const Planned plan(g.Request({{"w", v1::PARAMETER},
+                                {"b", v1::PARAMETER},
+                                {"mean", v1::PARAMETER},
+                                {"var", v1::PARAMETER}},
+                               v1::REPLICATE, 4));
+  ASSERT_TRUE(plan.response().ok()) << plan.response().status();
+  EXPECT_EQ(PlacementOf(plan.node("out")), "Shard(0)");
+  EXPECT_EQ(PlacementOf(plan.node("save_invstd")), "Replicate");
+  // 2 x 3 float32 statistics = 24 bytes; a ring all-reduce over 4 devices
+  // sends 2 x 3/4 of them.
+  ASSERT_THAT(plan.redistributions(), ::testing::ElementsAre("x->bn all_reduce 36"));
+  const v1::Redistribution& sync = plan.response()->redistributions(0);
+  EXPECT_EQ(sync.from_placement().kind(), v1::Placement::PARTIAL);
+  EXPECT_EQ(sync.to_placement().kind(), v1::Placement::REPLICATE);
+  EXPECT_THAT(sync.statistics(), HasSubstr("sums and sums of squares of 'x'"));
+  EXPECT_EQ(plan.response()->communication_bytes_per_step(), 36);
+}
+
+TEST(PlanDataParallel, TheBackwardOfAMeanLossSaysItsShardsAreNTimesTheWhole) {
+  for (const int devices : {2, 4}) {
+    AtenGraph g;
+    g.Input("x", {4, 3})
+        .Input("w", {5, 3})
+        .Op("t", "aten.t.default", {A::Node("w")}, {{3, 5}})
+        .Op("y", "aten.mm.default", {A::Node("x"), A::Node("t")}, {{4, 5}})
+        .Op("loss", "aten.mean.default", {A::Node("y")}, {{}})
+        .Op("seed", "aten.ones_like.default", {A::Node("loss")}, {{}})
+        .Op("spread", "aten.expand.default", {A::Node("seed"), A::Ints({4, 5})}, {{4, 5}})
+        .Op("dy", "aten.div.Scalar", {A::Node("spread"), A::Int(20)}, {{4, 5}})
+        .Op("dy_t", "aten.t.default", {A::Node("dy")}, {{5, 4}})
+        .Op("dw", "aten.mm.default", {A::Node("dy_t"), A::Node("x")}, {{5, 3}})
+        // A sort over the batch gathers the scaled rows as they are.
+        .Op("sorted", "aten.sort.default", {A::Node("dy"), A::Int(0)}, {{4, 5}, {4, 5}})
+        .Output({"dw", "sorted"});
+    const Planned plan(g.Request({{"w", v1::PARAMETER}}, v1::REPLICATE, devices));
+    ASSERT_TRUE(plan.response().ok()) << plan.response().status();
+    EXPECT_EQ(plan.node("y").placement().scale(), 0);
+    EXPECT_EQ(plan.node("spread").placement().scale(), 0);
+    EXPECT_EQ(PlacementOf(plan.node("dy")), "Shard(0)");
+    EXPECT_EQ(plan.node("dy").placement().scale(), devices);
+    EXPECT_EQ(PlacementOf(plan.node("dy_t")), "Shard(1)");
+    EXPECT_EQ(plan.node("dy_t").placement().scale(), devices);
+    EXPECT_EQ(PlacementOf(plan.node("dw")), "Partial(avg)");
+    EXPECT_EQ(plan.node("dw").placement().scale(), 0);
+    EXPECT_EQ(PlacementOf(plan.node("sorted")), "Replicate");
+    EXPECT_EQ(plan.node("sorted").placement().scale(), devices);
+    const auto& redistributions = plan.response()->redistributions();
+    const auto gather =
+        std::find_if(redistributions.begin(), redistributions.end(),
+                     [](const v1::Redistribution& r) { return r.consumer() == "sorted"; });
+    ASSERT_NE(gather, redistributions.end());
+    EXPECT_EQ(gather->collective(), "all_gather");
+    EXPECT_EQ(gather->from_placement().scale(), devices);
+    EXPECT_EQ(gather->to_placement().scale(), devices);
+  }
+}
+
 // ---- Meshes ---------------------------------------------------------------------
 
 v1::PlanDataParallelRequest OnMesh(std::vector<int32_t> shape, std::vector<std::string> names,
