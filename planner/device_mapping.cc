@@ -20,9 +20,9 @@ namespace {
 // set per device missed the cache on every insert of a large graph (a sixth
 // of KL_BASED's time at 10^6 nodes, which places the partitions anew for
 // every swap it tries).
-class DeviceHoldings {
+class HeldNodes {
  public:
-  DeviceHoldings(int32_t num_nodes, int num_devices)
+  HeldNodes(int32_t num_nodes, int num_devices)
       : first_holder_(num_nodes, -1), nodes_held_(num_devices, 0) {}
 
   void Add(int device, absl::Span<const NodeId> nodes) {
@@ -69,6 +69,41 @@ std::vector<DeviceLoad> ChargePlacedPartitions(const DeviceList& devices,
   return loads;
 }
 
+absl::StatusOr<std::vector<DeviceLoad>> DeviceHoldings(const CompactGraph& graph,
+                                                       const DeviceList& devices,
+                                                       const PartitionSet& set,
+                                                       const CancellationToken& token) {
+  std::vector<DeviceLoad> loads(devices.size());
+  for (int32_t p = 0; p < static_cast<int32_t>(set.partitions.size()); ++p) {
+    for (int32_t logical_id : set.partitions[p].logical_device_ids) {
+      std::vector<int32_t>& on_device = loads[devices.IndexOf(logical_id)].partitions;
+      // A partition lists each device once, but a saturated plan may repeat one.
+      if (on_device.empty() || on_device.back() != p) on_device.push_back(p);
+    }
+  }
+  NodeSetMemory memory(graph);
+  std::vector<int32_t> seen(graph.num_nodes(), -1);  // the device that last took each node
+  std::vector<NodeId> held;
+  for (int d = 0; d < devices.size(); ++d) {
+    PARTPLAN_RETURN_IF_ERROR(token.Check());
+    DeviceLoad& load = loads[d];
+    if (load.partitions.size() == 1) {
+      load.used_bytes = set.partitions[load.partitions.front()].memory_bytes;
+      continue;
+    }
+    held.clear();
+    for (int32_t p : load.partitions) {
+      for (NodeId v : set.partitions[p].nodes) {
+        if (seen[v] == d) continue;
+        seen[v] = d;
+        held.push_back(v);
+      }
+    }
+    load.used_bytes = memory.Compute(held);
+  }
+  return loads;
+}
+
 absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList& devices,
                                     const CancellationToken& token, PartitionSet* set,
                                     std::vector<DeviceLoad>* loads) {
@@ -81,7 +116,7 @@ absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList&
   if (unplaced.empty()) return absl::OkStatus();
 
   std::vector<int64_t> room(num_devices);
-  DeviceHoldings held(graph.num_nodes(), num_devices);
+  HeldNodes held(graph.num_nodes(), num_devices);
   for (int d = 0; d < num_devices; ++d) {
     room[d] = devices[d].available_memory_bytes - (*loads)[d].used_bytes;
     for (int32_t p : (*loads)[d].partitions) held.Add(d, set->partitions[p].nodes);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "planner/cancellation.h"
 #include "planner/devices.h"
 #include "planner/graph.h"
@@ -42,6 +43,19 @@ struct DeviceLoad {
 // (torch.fx's get_device_partition_stats); unplaced partitions are skipped.
 std::vector<DeviceLoad> ChargePlacedPartitions(const DeviceList& devices,
                                                const PartitionSet& set);
+
+// What each device holds under the plan `set` (its final placement, replicas
+// included): the distinct nodes of the partitions placed on it, each counted
+// once at its total size, plus each value they read from elsewhere, once at
+// its output size (NodeSetMemory of their union; a device with one partition
+// holds that partition's memory_bytes). An input shared by two partitions on
+// one device is therefore counted once. The placement's fit test (torch.fx's)
+// never counts less than this, so a placed plan never shows a device over its
+// available memory. O(sum over devices of their partitions' nodes and inputs).
+absl::StatusOr<std::vector<DeviceLoad>> DeviceHoldings(const CompactGraph& graph,
+                                                       const DeviceList& devices,
+                                                       const PartitionSet& set,
+                                                       const CancellationToken& token);
 
 absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList& devices,
                                     const CancellationToken& token, PartitionSet* set,

@@ -148,7 +148,7 @@ absl::Status ShardImported(const CompactGraph& graph, const v1::PlanRequest& req
   if (!devices.empty()) {
     PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));
   }
-  PARTPLAN_RETURN_IF_ERROR(DescribePlan(graph, devices, set, loads, shards.summary().planner(),
+  PARTPLAN_RETURN_IF_ERROR(DescribePlan(graph, devices, set, shards.summary().planner(),
                                         "shard", node_references, token, plan));
   plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   return absl::OkStatus();

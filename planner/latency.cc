@@ -147,6 +147,7 @@ absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
     for (int32_t c : parent.children) {
       const Partition& child = set.partitions[c];
       double transfer = 0;
+      const char* rate_field = "devices";  // the figure the transfer was timed with
       const bool same_devices = !parent.logical_device_ids.empty() &&
                                 parent.logical_device_ids == child.logical_device_ids;
       if (!same_devices && !parent.logical_device_ids.empty() &&
@@ -156,10 +157,11 @@ absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
         if (bandwidth > 0) transfer = edge_bytes[PairKey(p, c)] / bandwidth;
       } else if (!same_devices && devices.transfer_rate_bytes_per_second() > 0) {
         transfer = edge_bytes[PairKey(p, c)] / devices.transfer_rate_bytes_per_second();
+        rate_field = "devices.transfer_rate_bytes_per_second";
       }
       if (!std::isfinite(finish[p] + transfer)) {
         return InvalidFieldError(
-            "devices", absl::StrCat("the critical path to partition ", c,
+            rate_field, absl::StrCat("the critical path to partition ", c,
                                     " (its latencies and the transfer of ", edge_bytes[PairKey(p, c)],
                                     " bytes from partition ", p,
                                     " over the bandwidth between their devices) adds up beyond "

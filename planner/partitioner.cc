@@ -23,8 +23,7 @@ namespace {
 
 // torch.fx's find_single_partition: every node but the output, on the
 // device with the most memory (the first such in inventory order).
-PartitionSet SinglePartition(const CompactGraph& graph, const DeviceList& devices,
-                             std::vector<DeviceLoad>* loads) {
+PartitionSet SinglePartition(const CompactGraph& graph, const DeviceList& devices) {
   int largest = 0;
   for (int d = 1; d < devices.size(); ++d) {
     if (devices[d].available_memory_bytes > devices[largest].available_memory_bytes) largest = d;
@@ -40,9 +39,6 @@ PartitionSet SinglePartition(const CompactGraph& graph, const DeviceList& device
   }
   partition.memory_bytes = graph.graph_total_bytes();
   partition.logical_device_ids.push_back(devices[largest].logical_id);
-  loads->assign(devices.size(), DeviceLoad());
-  (*loads)[largest].used_bytes = partition.memory_bytes;
-  (*loads)[largest].partitions.push_back(0);
   return set;
 }
 
@@ -174,12 +170,12 @@ absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& dev
     largest_memory = std::max(largest_memory, device.available_memory_bytes);
   }
   PartitionSet set;
-  std::vector<DeviceLoad> loads;
+  // What the mappings charge as they go; the plan reports DeviceHoldings.
+  std::vector<DeviceLoad> loads = ChargePlacedPartitions(devices, set);
   if (mode == v1::PartitionerConfig::AOT_BASED) {
     PARTPLAN_ASSIGN_OR_RETURN(set, AotPartition(graph, devices, config));
-    loads = ChargePlacedPartitions(devices, set);
   } else if (graph.graph_total_bytes() <= largest_memory) {
-    set = SinglePartition(graph, devices, &loads);
+    set = SinglePartition(graph, devices);
   } else if (graph.graph_total_bytes() > TotalMemory(devices)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "devices have not enough memory for the graph: it needs ", graph.graph_total_bytes(),
@@ -210,12 +206,14 @@ absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& dev
       }
       case v1::PartitionerConfig::COST_AWARE: {
         PARTPLAN_ASSIGN_OR_RETURN(set, CostAwarePartition(graph, devices, {}, token));
-        loads = ChargePlacedPartitions(devices, set);
+        // torch.fx keeps a plan whose last mapping left partitions on no
+        // device; a plan here places them all, or says which cannot be.
+        PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));
         break;
       }
       case v1::PartitionerConfig::KL_BASED: {
         PARTPLAN_ASSIGN_OR_RETURN(set, KlPartition(graph, devices, {}, token));
-        loads = ChargePlacedPartitions(devices, set);
+        PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));
         break;
       }
       default:  // AOT_BASED was handled above; Mode_IsValid ruled out the rest.
@@ -226,14 +224,14 @@ absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& dev
     PARTPLAN_RETURN_IF_ERROR(SaturateHost(devices, token, &set, &loads));
   }
   return DescribePlan(
-      graph, devices, set, loads, planner,
+      graph, devices, set, planner,
       mode == v1::PartitionerConfig::AOT_BASED ? "config.node_partitions" : "config",
       node_references, token, plan);
 }
 
 absl::Status DescribePlan(const CompactGraph& graph, const DeviceList& devices,
-                          const PartitionSet& set, const std::vector<DeviceLoad>& loads,
-                          absl::string_view planner, absl::string_view assignment_field,
+                          const PartitionSet& set, absl::string_view planner,
+                          absl::string_view assignment_field,
                           v1::NodeReferences node_references, const CancellationToken& token,
                           v1::PartitionPlan* plan) {
   PARTPLAN_ASSIGN_OR_RETURN(ModuleSplit split,
@@ -241,6 +239,8 @@ absl::Status DescribePlan(const CompactGraph& graph, const DeviceList& devices,
                                         assignment_field, token));
   PARTPLAN_ASSIGN_OR_RETURN(const PlanLatency latency,
                             EstimatePlanLatency(graph, devices, set, token));
+  PARTPLAN_ASSIGN_OR_RETURN(const std::vector<DeviceLoad> loads,
+                            DeviceHoldings(graph, devices, set, token));
   ToProto(graph, devices, set, loads, split, latency, planner, node_references, plan);
   return absl::OkStatus();
 }

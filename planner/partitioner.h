@@ -7,7 +7,9 @@
 //   3. the graph fits the largest device   -> one partition on it, any mode
 //   4. the graph exceeds all devices' sum  -> FAILED_PRECONDITION
 //   5. the mode's partitioning, then best-fit placement of what it left
-//      unplaced (FAILED_PRECONDITION if something fits nowhere).
+//      unplaced (FAILED_PRECONDITION naming the first partition that fits
+//      nowhere; torch.fx's cost_aware and kl_based would return it on no
+//      device). An OK plan has every partition on a device.
 //
 //   PARTPLAN_RETURN_IF_ERROR(PartitionGraphPlan(graph, devices, request.config(),
 //                                               request.node_references(), token, &plan));
@@ -36,12 +38,12 @@ absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& dev
 
 // The PartitionPlan of partitions any planner made: assignments (by name or
 // by index, as `node_references` asks), partitions with split_module's
-// inputs and outputs, the DAG, device usage
-// (`loads`, per inventory device) and the latency report. A cycle between
-// partitions is INVALID_ARGUMENT on `assignment_field`.
+// inputs and outputs, the DAG, what each device holds (DeviceHoldings) and
+// the latency report. A cycle between partitions is INVALID_ARGUMENT on
+// `assignment_field`.
 absl::Status DescribePlan(const CompactGraph& graph, const DeviceList& devices,
-                          const PartitionSet& set, const std::vector<DeviceLoad>& loads,
-                          absl::string_view planner, absl::string_view assignment_field,
+                          const PartitionSet& set, absl::string_view planner,
+                          absl::string_view assignment_field,
                           v1::NodeReferences node_references, const CancellationToken& token,
                           v1::PartitionPlan* plan);
 

@@ -41,8 +41,12 @@ absl::StatusOr<double> TorchFxCost(const CompactGraph& graph, const DeviceList& 
   options.charge_shared_graph_inputs = true;
   absl::StatusOr<PlanLatency> latency = EstimatePlanLatency(graph, devices, set, token, options);
   if (latency.ok()) return latency->critical_path_seconds;
-  if (latency.status().code() == absl::StatusCode::kInvalidArgument) {
-    return std::numeric_limits<double>::infinity();  // a cycle
+  // A cycle is a property of the trial, which the search skips; a time
+  // beyond the largest double names the request's figure that gives it,
+  // and no other plan of these figures would fare better in torch.fx's sums.
+  if (latency.status().code() == absl::StatusCode::kInvalidArgument &&
+      !InvalidFieldPath(latency.status()).has_value()) {
+    return std::numeric_limits<double>::infinity();
   }
   return latency.status();
 }

@@ -34,7 +34,9 @@ absl::StatusOr<bool> RemapAll(const CompactGraph& graph, const DeviceList& devic
                               const CancellationToken& token, PartitionSet* set);
 
 // torch.fx's cost of a plan: its critical-path latency with torch.fx's
-// transfer accounting; infinity when the partitions form a cycle.
+// transfer accounting; infinity when the partitions form a cycle, and
+// INVALID_ARGUMENT naming the figure when finite figures give an infinite
+// time (EstimatePlanLatency).
 absl::StatusOr<double> TorchFxCost(const CompactGraph& graph, const DeviceList& devices,
                                    const PartitionSet& set, const CancellationToken& token);
 
