@@ -16,7 +16,19 @@ BoundedThreadPool::BoundedThreadPool(int num_threads, int max_queued)
 
 BoundedThreadPool::~BoundedThreadPool() { Shutdown(); }
 
+void BoundedThreadPool::Slot::Release() {
+  if (released_) return;
+  released_ = true;
+  absl::MutexLock lock(&pool_->mu_);
+  ++pool_->idle_workers_;
+}
+
 BoundedThreadPool::ScheduleResult BoundedThreadPool::TrySchedule(std::function<void()> task) {
+  return TrySchedule(std::function<void(Slot&)>([task = std::move(task)](Slot&) { task(); }));
+}
+
+BoundedThreadPool::ScheduleResult BoundedThreadPool::TrySchedule(
+    std::function<void(Slot&)> task) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return ScheduleResult::kShutDown;
   // Tasks already queued will take the idle workers first; only the idle
@@ -42,7 +54,7 @@ bool BoundedThreadPool::HasWorkOrStopping() const { return !queue_.empty() || st
 
 void BoundedThreadPool::WorkerLoop() {
   while (true) {
-    std::function<void()> task;
+    std::function<void(Slot&)> task;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, &BoundedThreadPool::HasWorkOrStopping));
@@ -53,10 +65,10 @@ void BoundedThreadPool::WorkerLoop() {
       queue_.pop_front();
       --idle_workers_;
     }
-    task();
+    Slot slot(this);
+    task(slot);
     task = nullptr;  // Release what it captured before taking more work.
-    absl::MutexLock lock(&mu_);
-    ++idle_workers_;
+    slot.Release();  // Unless the task did.
   }
 }
 

@@ -13,7 +13,19 @@
 //
 // A task is accepted when a worker is idle or fewer than `max_queued` tasks
 // wait, so at most num_threads + max_queued tasks are ever accepted and not
-// finished. All methods are thread-safe.
+// finished. A task scheduled with a Slot may give its worker back before it
+// returns (Slot::Release): a server releases the slot just before it answers
+// the call, so that a client holding its answer finds the slot free, however
+// long the worker then takes to get back to the queue:
+//
+//   pool.TrySchedule([](BoundedThreadPool::Slot& slot) {
+//     Plan();
+//     slot.Release();   // counted idle from here
+//     Answer();         // a task accepted meanwhile runs once this returns
+//   });
+//
+// At most num_threads + max_queued tasks are then accepted and not finished
+// or released. All methods are thread-safe.
 #ifndef PARTPLAN_SERVER_BOUNDED_THREAD_POOL_H_
 #define PARTPLAN_SERVER_BOUNDED_THREAD_POOL_H_
 
@@ -31,6 +43,25 @@ class BoundedThreadPool {
  public:
   enum class ScheduleResult { kScheduled, kQueueFull, kShutDown };
 
+  // A running task's hold on its worker. Only the task's own thread uses it.
+  class Slot {
+   public:
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+
+    // Counts the worker idle from now on, so that one more task is accepted;
+    // it waits until this task returns. Idempotent; a task that never calls
+    // it gives its slot back when it returns.
+    void Release();
+
+   private:
+    friend class BoundedThreadPool;
+    explicit Slot(BoundedThreadPool* pool) : pool_(pool) {}
+
+    BoundedThreadPool* const pool_;
+    bool released_ = false;
+  };
+
   // `num_threads` >= 1, `max_queued` >= 0 (0: accept only when a worker is
   // idle).
   BoundedThreadPool(int num_threads, int max_queued);
@@ -42,6 +73,8 @@ class BoundedThreadPool {
 
   // Queues `task` for a worker, or refuses it at once without running it.
   ScheduleResult TrySchedule(std::function<void()> task);
+  // The same for a task that may release its slot before it returns.
+  ScheduleResult TrySchedule(std::function<void(Slot&)> task);
 
   // Refuses new tasks, lets the workers finish every accepted task, and joins
   // them. Idempotent.
@@ -53,8 +86,9 @@ class BoundedThreadPool {
 
   const int max_queued_;
   absl::Mutex mu_;
-  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
-  int idle_workers_ ABSL_GUARDED_BY(mu_);  // Workers not running a task.
+  std::deque<std::function<void(Slot&)>> queue_ ABSL_GUARDED_BY(mu_);
+  // Workers not running a task, or running one that released its slot.
+  int idle_workers_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;  // Joined by the first Shutdown() only.
   absl::Mutex join_mu_;               // Serialises Shutdown() callers.

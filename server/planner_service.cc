@@ -249,17 +249,27 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
   // The request's bytes are the call's to release once they are parsed (as
   // gRPC does for calls it parses itself), hence the const_cast: the buffer
   // gRPC hands over is its own, not a const object.
-  auto run = [this, rpc, plan, call, request = const_cast<grpc::ByteBuffer*>(request), response] {
-    metrics_.queue_depth().Decrement();
+  //
+  // The call's pool slot is released before the call is answered, and the
+  // gauges let go of it only after that: a client holding its answer, or
+  // seeing queue depth and in-flight at 0, finds the slot free for its next
+  // call, however long this thread then takes to log, finish and get back to
+  // the queue.
+  auto run = [this, rpc, plan, call, request = const_cast<grpc::ByteBuffer*>(request),
+              response](BoundedThreadPool::Slot& slot) {
     // A call cancelled or expired while it waited is not worth planning.
     if (absl::Status status = call->token().Check(); !status.ok()) {
+      slot.Release();
+      metrics_.queue_depth().Decrement();
       call->Complete(status);
       return;
     }
     metrics_.in_flight().Increment();
+    metrics_.queue_depth().Decrement();
     const absl::Time start = absl::Now();
     const absl::Status status = Answer(rpc, plan, *call, request, response);
     metrics_.rpc(rpc).planner_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+    slot.Release();
     metrics_.in_flight().Decrement();
     call->Complete(status);
   };
