@@ -125,6 +125,7 @@ class GraphBuilder {
   absl::StatusOr<CompactGraph> Build() {
     PARTPLAN_ASSIGN_OR_RETURN(const int64_t n, LocateNodes());
     if (int64_t* count_out = source_.node_count_out(); count_out != nullptr) *count_out = n;
+    PARTPLAN_RETURN_IF_ERROR(CheckModules());
     if (n == 0) return InvalidFieldError(NodesField(), "the graph has no nodes");
     if (n > limits_.max_nodes) {
       return InvalidFieldError(
@@ -174,6 +175,36 @@ class GraphBuilder {
 
  private:
   std::string NodesField() const { return absl::StrCat(field_, ".nodes"); }
+
+  // The module hierarchy is optional, but what it lists must hold for every
+  // planner that reads it (FAIRSCALE's parameter charges, SPARSE_NN's
+  // embedding test): counts that are not negative, each name once.
+  absl::Status CheckModules() const {
+    const google::protobuf::RepeatedPtrField<v1::Module>& modules = result_.header_->modules();
+    if (modules.empty()) return absl::OkStatus();
+    const int num_modules = modules.size();
+    std::vector<absl::string_view> names(num_modules);
+    for (int i = 0; i < num_modules; ++i) names[i] = modules.Get(i).qualified_name();
+    NameIndex index(num_modules);
+    HashAhead hashes(index, num_modules, [&names](int64_t i) { return names[i]; });
+    for (int i = 0; i < num_modules; ++i) {
+      PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(i));
+      const v1::Module& module = modules.Get(i);
+      const std::string at = absl::StrCat(field_, ".modules[", i, "]");
+      if (module.parameter_count() < 0) {
+        return InvalidFieldError(at + ".parameter_count", "must not be negative");
+      }
+      if (module.parameter_bytes() < 0) {
+        return InvalidFieldError(at + ".parameter_bytes", "must not be negative");
+      }
+      if (const int32_t earlier = index.Insert(names, i, hashes.Next(i)); earlier >= 0) {
+        return InvalidFieldError(at + ".qualified_name",
+                                 absl::StrCat("module '", names[i], "' is listed twice (first as modules[",
+                                              earlier, "])"));
+      }
+    }
+    return absl::OkStatus();
+  }
 
   // Finds the nodes: in a parsed graph, its node list; in a serialised one,
   // each node's bytes, by a scan of the graph's fields that reads no node

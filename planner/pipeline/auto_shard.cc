@@ -109,18 +109,8 @@ absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& grap
   NameIndex index_of(num_modules);
   HashAhead module_hashes(index_of, num_modules,
                           [&module_names](int64_t i) { return module_names[i]; });
-  for (int i = 0; i < num_modules; ++i) {
-    if (const int32_t earlier = index_of.Insert(module_names, i, module_hashes.Next(i));
-        earlier >= 0) {
-      return InvalidFieldError(absl::StrCat("graph.modules[", i, "].qualified_name"),
-                               absl::StrCat("module '", module_names[i],
-                                            "' is listed twice (first as modules[", earlier, "])"));
-    }
-    if (module_parameters[i] < 0) {
-      return InvalidFieldError(absl::StrCat("graph.modules[", i, "].parameter_count"),
-                               "must not be negative");
-    }
-  }
+  // The import checked the modules: each name once, no negative count.
+  for (int i = 0; i < num_modules; ++i) index_of.Insert(module_names, i, module_hashes.Next(i));
   const int32_t root = index_of.Find(module_names, "", NameIndex::Hash(""));
   if (root < 0) {
     return InvalidFieldError("graph.modules",

@@ -403,6 +403,24 @@ INSTANTIATE_TEST_SUITE_P(
          "graph.nodes[1].parameter_count", "must not be negative"},
         {"NegativeParameterBytes", [](v1::Graph& g) { NodeAt(g, 1)->set_parameter_bytes(-3); },
          "graph.nodes[1].parameter_bytes", "must not be negative"},
+        // The module hierarchy is checked for every planner, not only
+        // ShardGraph's FAIRSCALE, which reads it.
+        {"NegativeModuleParameters",
+         [](v1::Graph& g) {
+           g.add_modules()->set_qualified_name("");
+           g.add_modules()->set_qualified_name("fc");
+           g.mutable_modules(1)->set_parameter_count(-4);
+         },
+         "graph.modules[1].parameter_count", "must not be negative"},
+        {"NegativeModuleParameterBytes",
+         [](v1::Graph& g) { g.add_modules()->set_parameter_bytes(-4); },
+         "graph.modules[0].parameter_bytes", "must not be negative"},
+        {"ModuleTwice",
+         [](v1::Graph& g) {
+           g.add_modules()->set_qualified_name("fc");
+           g.add_modules()->set_qualified_name("fc");
+         },
+         "graph.modules[1].qualified_name", "module 'fc' is listed twice (first as modules[0])"},
         {"NanLatency",
          [](v1::Graph& g) {
            NodeAt(g, 1)->mutable_latency()->set_compute_latency_seconds(
