@@ -764,12 +764,14 @@ class BatchDimAnalyzer {
       return reduction == 1;
     }
     if (!rule.divides) return false;
-    // `expand(g) / (B x k)`: a mean's backward spreading a per-device mean
-    // loss's gradient over its own samples.
+    // `expand(g) / (B x k)`: a mean's backward spreading the gradient of a
+    // per-device mean loss (or of a mean over the batch) over the device's
+    // own samples. The dividend is the broadcast of a value without the
+    // batch, the same rows on every device; a forward value divided by a
+    // multiple of the batch size is not.
     const NodeId dividend = args.NodeAt(args.Get(0, "self"));
-    if (dividend < 0 || layout(dividend).layout != Layout::kShard || !layout(dividend).local_mean) {
-      return false;
-    }
+    if (dividend < 0 || layout(dividend).layout != Layout::kShard) return false;
+    if (!layout(dividend).local_mean && !BroadcastWithoutBatch(dividend)) return false;
     const NodeArgs::Arg divisor = args.Get(1, "other");
     if (!divisor.present()) return false;
     double by = 0;
@@ -779,6 +781,15 @@ class BatchDimAnalyzer {
         value.batch_size / std::max<int64_t>(value.batch_outer * value.batch_inner, 1);
     return samples > 0 && by > 0 && by == static_cast<double>(static_cast<int64_t>(by)) &&
            static_cast<int64_t>(by) % samples == 0;
+  }
+
+  // Whether node d is a view that made its batch dim from a value without
+  // one (expand of a loss gradient).
+  bool BroadcastWithoutBatch(NodeId d) const {
+    if (graph_.op(d) != v1::CALL_FUNCTION || RuleOf(d).family != OpFamily::kView) return false;
+    const NodeArgs view(graph_, d);
+    const NodeId input = view.NodeAt(view.Get(0, "self"));
+    return input >= 0 && layout(input).layout != Layout::kShard;
   }
 
   // Whether a batch-norm op runs in training mode (its `training` argument,

@@ -860,6 +860,28 @@ TEST(BatchDimAnalysis, TheBackwardOfAMeanLossIsScaledFromWhereItDividesByTheSamp
   EXPECT_FALSE(a["halved"].scaled);
 }
 
+TEST(BatchDimAnalysis, TheBackwardOfAMeanOverTheBatchIsScaledToo) {
+  // loss = y.mean(0).sum(): a Partial average, not a per-device mean loss;
+  // its backward still divides by the device's own 4 / N samples.
+  AtenGraph g;
+  g.Input("y", {4, 5})
+      .Op("means", "aten.mean.dim", {A::Node("y"), A::Ints({0})}, {{5}})
+      .Op("loss", "aten.sum.default", {A::Node("means")}, {{}})
+      .Op("seed", "aten.ones_like.default", {A::Node("loss")}, {{}})
+      .Op("spread", "aten.expand.default", {A::Node("seed"), A::Ints({5})}, {{5}})
+      .Op("rows", "aten.unsqueeze.default", {A::Node("spread"), A::Int(0)}, {{1, 5}})
+      .Op("tiled", "aten.expand.default", {A::Node("rows"), A::Ints({4, 5})}, {{4, 5}})
+      .Op("dy", "aten.div.Scalar", {A::Node("tiled"), A::Int(4)}, {{4, 5}})
+      .Output({"dy"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(IsPartial(a["loss"], ReduceOp::kAvg));
+  EXPECT_TRUE(IsShard(a["tiled"], 0, 4));
+  EXPECT_FALSE(a["tiled"].scaled);
+  EXPECT_TRUE(IsShard(a["dy"], 0, 4));
+  EXPECT_TRUE(a["dy"].scaled);
+}
+
 // ---- Model state and placeholders -------------------------------------------
 
 TEST(BatchDimAnalysis, ModelStateIsWhatIsComputedFromParametersAndStatesAlone) {
