@@ -8,9 +8,14 @@
 //
 // For every node, in graph order: its batch dim (-1 none, -2 Partial), its
 // placement on the data-parallel axis (Shard(d), Replicate, Partial with
-// `sum` or `avg`), whether the batch dim was ambiguous, and a note saying
-// why where there is more to say (batch_dim_analysis.h,
-// parameter_placement.h). Other mesh axes are not planned here.
+// `sum` or `avg`), whether the batch dim was ambiguous, the ambiguous node
+// its placement rests on if any (`guessed_at`: the node itself, or one it
+// is computed from), and a note saying why where there is more to say
+// (batch_dim_analysis.h, parameter_placement.h). Shard and Replicate
+// placements of the backward of a mean loss, from where it divides by the
+// number of samples, carry `scale` = N: each device divides by its own B/N,
+// so its values are N times the full batch's. Other mesh axes are not
+// planned here.
 //
 // Then the redistributions the placements need, in graph order of their
 // first consumer: one per value and target placement (later consumers
@@ -22,7 +27,11 @@
 //   model state (the gradient reduction of DDP / FSDP);
 // - a batch-sharded value read by an op that needs the whole batch: all_gather;
 // - a replicated value read by a sharded update, or by an elementwise op on
-//   batch-sharded values without broadcasting: local_chunk (no traffic).
+//   batch-sharded values without broadcasting: local_chunk (no traffic);
+// - before a training-mode batch norm or its backward (SyncBatchNorm): an
+//   all_reduce, Partial(sum) to Replicate, of 2 x C per-channel statistics
+//   of its operand 0, with `statistics` saying which.
+// A gathered or cut value keeps its scale; a reduced Partial has none.
 // Local scalars (a loss) are used where they are; the graph's outputs are
 // returned as they lie. Bytes are those each device sends with ring
 // collectives over the axis' N devices, for a value of S bytes:

@@ -2,7 +2,8 @@
 // (tests/fixtures/data_parallel, made by generate.py there): an MLP, a
 // ResNet block, a Transformer block and an MLP whose every dim is the batch
 // size, each under REPLICATE, FULLY_SHARD (one on a 2-D mesh) and
-// MEMORY_AWARE. The expected plans were worked out by hand and checked by
+// MEMORY_AWARE; an MLP with flips, rot90, cumsum and softmax, and a conv
+// block with training-mode BatchNorm, under REPLICATE. The expected plans were worked out by hand and checked by
 // running each model sharded as planned; every field but the notes is
 // compared.
 #include <algorithm>
