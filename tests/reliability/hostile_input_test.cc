@@ -993,21 +993,23 @@ std::vector<HostileCase> Cases() {
                       "devices.devices"));
 
   // --- Bytes that are not a request. ---
-  add(RawRow("TruncatedRequest", PlannerRpc::kPartitionGraph, Probe::kPartitionGraph,
-             [] {
-               const std::string bytes = ExampleRequest(PlannerRpc::kPartitionGraph);
-               return bytes.substr(0, bytes.size() / 2 + 3);
-             },
-             StatusCode::INVALID_ARGUMENT));
-  add(RawRow("RandomBytes", PlannerRpc::kSplitGraph, Probe::kSplitGraph,
-             [] {
-               std::mt19937 random(20240611);
-               std::string bytes(4096, '\0');
-               for (char& c : bytes) c = static_cast<char>(random() & 0xff);
-               // Field 1 (graph), length-delimited, longer than the rest.
-               return std::string("\x0a\xff\xff\x03", 4) + bytes;
-             },
-             StatusCode::INVALID_ARGUMENT));
+  // Bytes that do not parse name the field where they go wrong
+  // (planner/parse_failure.h): here the graph, cut short.
+  add({"TruncatedRequest", PlannerRpc::kPartitionGraph, Probe::kPartitionGraph,
+       [] {
+         const std::string bytes = ExampleRequest(PlannerRpc::kPartitionGraph);
+         return bytes.substr(0, bytes.size() / 2 + 3);
+       },
+       StatusCode::INVALID_ARGUMENT, "graph"});
+  add({"RandomBytes", PlannerRpc::kSplitGraph, Probe::kSplitGraph,
+       [] {
+         std::mt19937 random(20240611);
+         std::string bytes(4096, '\0');
+         for (char& c : bytes) c = static_cast<char>(random() & 0xff);
+         // Field 1 (graph), length-delimited, longer than the rest.
+         return std::string("\x0a\xff\xff\x03", 4) + bytes;
+       },
+       StatusCode::INVALID_ARGUMENT, "graph"});
   add({"WrongWireType", PlannerRpc::kValidate, Probe::kValidate,
        // Field 1 (graph) as a varint: protobuf keeps it as an unknown field,
        // so the request has no graph.
@@ -1040,15 +1042,15 @@ std::vector<HostileCase> Cases() {
          },
          StatusCode::INVALID_ARGUMENT, "graph.nodes[2]"});
   }
-  add(RawRow("DeeplyNestedUnknownGroups", PlannerRpc::kValidate, Probe::kValidate,
-             [] {
-               // 100k nested start-group tags of an unknown field: the
-               // parser must give up, not recurse 100k deep.
-               std::string bytes;
-               for (int i = 0; i < 100000; ++i) bytes.append("\xfb\x07", 2);  // field 127, group
-               return bytes;
-             },
-             StatusCode::INVALID_ARGUMENT));
+  add({"DeeplyNestedUnknownGroups", PlannerRpc::kValidate, Probe::kValidate,
+       [] {
+         // 100k nested start-group tags of an unknown field: the parser
+         // must give up, not recurse 100k deep.
+         std::string bytes;
+         for (int i = 0; i < 100000; ++i) bytes.append("\xfb\x07", 2);  // field 127, group
+         return bytes;
+       },
+       StatusCode::INVALID_ARGUMENT, "<unknown field 127>"});
   add({"OversizedMessage", PlannerRpc::kValidate, Probe::kValidate,
        [] {
          v1::ValidateRequest request;
