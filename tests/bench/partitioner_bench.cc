@@ -7,7 +7,8 @@
 //
 //   bazel run -c opt //tests/bench:partitioner_bench -- --benchmark_filter=residual
 //
-// Names are BM_<planner>/<shape>/<nodes>. Each case reports, besides time
+// Names are BM_<planner>/<shape>/<nodes> (BM_PartitionGraphSaturateHost:
+// BM_<planner>/<graph>/<devices>). Each case reports, besides time
 // (and items_per_second, nodes per second: its inverse is the time per node):
 //   peak_bytes      the most heap in use at once during a call, above what
 //                   was in use before it (tests/bench/peak_heap.h): the
@@ -280,6 +281,41 @@ void BM_PlanDataParallel(benchmark::State& state, int64_t nodes) {
       state, &PlanDataParallel, DataParallelMlpRequest(nodes));
 }
 
+// KL_BASED on a chain of `nodes` nodes over as many devices, each holding
+// one node (2.2 times the mean node, less than a Linear and a ReLU): every
+// trial places about `nodes` partitions again, each passing over the
+// devices the ones before it filled, so a trial costs partitions x devices
+// on top of nodes + edges.
+void BM_PartitionGraphKlBasedManyDevices(benchmark::State& state, int64_t nodes) {
+  v1::PartitionGraphRequest request =
+      PartitionRequest(SyntheticGraph(GraphShape::kChain, nodes), static_cast<int>(nodes));
+  const int64_t memory = TotalBytes(request.graph()) * 22 / (10 * request.graph().nodes_size());
+  for (v1::Device& device : *request.mutable_devices()->mutable_devices()) {
+    device.set_available_memory_bytes(memory);
+  }
+  request.mutable_config()->set_mode(v1::PartitionerConfig::KL_BASED);
+  RunPartitionGraph(state, request);
+}
+
+// saturate_host on a 1,000-node chain that fits one device, with `devices`
+// equal devices: one used device, so one replica a round and devices - 1
+// rounds, the case where rebuilding the idle devices each round was
+// quadratic.
+void BM_PartitionGraphSaturateHost(benchmark::State& state, int devices) {
+  v1::PartitionGraphRequest request =
+      PartitionRequest(SyntheticGraph(GraphShape::kChain, 1000), 1);
+  const int64_t memory = request.devices().devices(0).available_memory_bytes();
+  request.mutable_devices()->clear_devices();
+  for (int d = 0; d < devices; ++d) {
+    v1::Device* device = request.mutable_devices()->add_devices();
+    device->set_name(absl::StrCat("gpu", d));
+    device->set_logical_id(d);
+    device->set_available_memory_bytes(memory);
+  }
+  request.mutable_config()->set_saturate_host(true);
+  RunPartitionGraph(state, request);
+}
+
 // Registers `run(shape, nodes)` as BM_<name>/<shape>/<nodes> for every
 // shape and size.
 template <typename Run>
@@ -349,6 +385,18 @@ void RegisterAll() {
     benchmark::RegisterBenchmark(
         absl::StrCat("BM_PlanDataParallel/aten_mlp/", nodes).c_str(),
         [nodes](benchmark::State& state) { BM_PlanDataParallel(state, nodes); })
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (int64_t nodes : {500, 2000}) {
+    benchmark::RegisterBenchmark(
+        absl::StrCat("BM_PartitionGraphKlBasedManyDevices/chain/", nodes).c_str(),
+        [nodes](benchmark::State& state) { BM_PartitionGraphKlBasedManyDevices(state, nodes); })
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (int devices : {16000, 32000}) {
+    benchmark::RegisterBenchmark(
+        absl::StrCat("BM_PartitionGraphSaturateHost/chain_1000/", devices).c_str(),
+        [devices](benchmark::State& state) { BM_PartitionGraphSaturateHost(state, devices); })
         ->Unit(benchmark::kMillisecond);
   }
   for (int64_t nodes : {32, 128}) {
