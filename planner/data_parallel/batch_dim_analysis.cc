@@ -746,11 +746,12 @@ class BatchDimAnalyzer {
   // takes as its own share.
   absl::StatusOr<ValueLayout> WithScale(const OpRule& rule, const NodeArgs& args,
                                         const Operands& operands, ValueLayout value) const {
+    const bool per_device = value.layout == Layout::kShard || value.layout == Layout::kLocalScalar;
     bool scaled = operands.scaled;
-    if (!scaled && value.layout == Layout::kShard) {
+    if (!scaled && per_device) {
       PARTPLAN_ASSIGN_OR_RETURN(scaled, DividesByOwnSamples(rule, args, value));
     }
-    value.scaled = scaled && (value.layout == Layout::kShard || value.layout == Layout::kReplicate);
+    value.scaled = scaled && (per_device || value.layout == Layout::kReplicate);
     return value;
   }
 
@@ -769,9 +770,21 @@ class BatchDimAnalyzer {
     // own samples. The dividend is the broadcast of a value without the
     // batch, the same rows on every device; a forward value divided by a
     // multiple of the batch size is not.
+    // Or `ones_like(loss) / B`, the backward of `sum / B`: the seed of a
+    // per-device mean loss divided by the device's own samples.
     const NodeId dividend = args.NodeAt(args.Get(0, "self"));
-    if (dividend < 0 || layout(dividend).layout != Layout::kShard) return false;
-    if (!layout(dividend).local_mean && !BroadcastWithoutBatch(dividend)) return false;
+    if (dividend < 0) return false;
+    const ValueLayout& from = layout(dividend);
+    if (from.layout == Layout::kShard) {
+      if (!from.local_mean && !BroadcastWithoutBatch(dividend)) return false;
+    } else if (from.layout == Layout::kLocalScalar) {
+      if (!from.local_mean || from.reduce != ReduceOp::kAvg ||
+          RuleOf(dividend).family != OpFamily::kFactoryLike) {
+        return false;
+      }
+    } else {
+      return false;
+    }
     const NodeArgs::Arg divisor = args.Get(1, "other");
     if (!divisor.present()) return false;
     double by = 0;

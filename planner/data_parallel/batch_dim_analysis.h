@@ -115,13 +115,14 @@ struct ValueLayout {
   // backward): each device's value is scaled by 1/(its share of the batch),
   // so the Partial terms made from it average rather than add.
   bool local_mean = false;
-  // kShard, kReplicate: each device's values are B / b times the whole
-  // value's (b of the B samples on the device: N times for N devices
-  // splitting evenly). The backward of a mean loss is so from where it
-  // divides by the number of samples, which each device takes as its own
-  // (a loss backward op under reduction=mean, or `expand(g) / (B x k)`);
-  // ops keep it, a contraction turns it into a Partial average, and a
-  // gather of such shards is replicated with it.
+  // kShard, kLocalScalar, kReplicate: each device's values are B / b times
+  // the whole value's (b of the B samples on the device: N times for N
+  // devices splitting evenly). The backward of a mean loss is so from where
+  // it divides by the number of samples, which each device takes as its own
+  // (a loss backward op under reduction=mean, `expand(g) / (B x k)`, or
+  // `ones_like(loss) / B` for a loss written `sum / B`); ops keep it, a
+  // contraction turns it into a Partial average, and a gather of such
+  // shards is replicated with it.
   bool scaled = false;
 
   bool operator==(const ValueLayout& other) const {

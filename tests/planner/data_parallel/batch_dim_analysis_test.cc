@@ -860,6 +860,30 @@ TEST(BatchDimAnalysis, TheBackwardOfAMeanLossIsScaledFromWhereItDividesByTheSamp
   EXPECT_FALSE(a["halved"].scaled);
 }
 
+TEST(BatchDimAnalysis, TheBackwardOfASumOverTheBatchSizeIsScaledFromTheSeed) {
+  // loss = y.sum() / 4 and its backward, as make_fx writes them; and a mean
+  // loss divided by 4 in the forward, which is no backward.
+  AtenGraph g;
+  g.Input("y", {4, 5})
+      .Op("total", "aten.sum.default", {A::Node("y")}, {{}})
+      .Op("loss", "aten.div.Tensor", {A::Node("total"), A::Int(4)}, {{}})
+      .Op("seed", "aten.ones_like.default", {A::Node("loss")}, {{}})
+      .Op("seed_share", "aten.div.Tensor", {A::Node("seed"), A::Int(4)}, {{}})
+      .Op("dy", "aten.expand.default", {A::Node("seed_share"), A::Ints({4, 5})}, {{4, 5}})
+      .Op("mean", "aten.mean.default", {A::Node("y")}, {{}})
+      .Op("quarter", "aten.div.Tensor", {A::Node("mean"), A::Int(4)}, {{}})
+      .Output({"dy", "quarter"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_EQ(a["loss"].layout, Layout::kLocalScalar);
+  EXPECT_FALSE(a["loss"].scaled);
+  EXPECT_EQ(a["seed_share"].layout, Layout::kLocalScalar);
+  EXPECT_TRUE(a["seed_share"].scaled);
+  EXPECT_TRUE(IsShard(a["dy"], 0, 4));
+  EXPECT_TRUE(a["dy"].scaled);
+  EXPECT_FALSE(a["quarter"].scaled);
+}
+
 TEST(BatchDimAnalysis, TheBackwardOfAMeanOverTheBatchIsScaledToo) {
   // loss = y.mean(0).sum(): a Partial average, not a per-device mean loss;
   // its backward still divides by the device's own 4 / N samples.
