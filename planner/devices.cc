@@ -1,6 +1,7 @@
 #include "planner/devices.h"
 
 #include <cmath>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -24,7 +25,10 @@ absl::StatusOr<DeviceList> ImportDevices(const v1::DeviceInventory& inventory,
   }
   absl::flat_hash_map<absl::string_view, int> index_of_name;
   result.devices_.reserve(n);
-  for (int i = 0; i < n; ++i) {
+  // Each device's faults are its own: every device is checked, and the
+  // request gets all their violations at once (up to kMaxFieldViolations).
+  std::vector<FieldViolation> violations;
+  auto check_device = [&](int i) -> absl::Status {
     const v1::Device& device = inventory.devices(i);
     const std::string at = absl::StrCat(field, ".devices[", i, "]");
     if (device.name().empty()) {
@@ -58,15 +62,26 @@ absl::StatusOr<DeviceList> ImportDevices(const v1::DeviceInventory& inventory,
       return InvalidFieldError(absl::StrCat(at, ".memory_bandwidth_bytes_per_second"),
                                "must be finite and not negative");
     }
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < n; ++i) {
+    const v1::Device& device = inventory.devices(i);
+    if (const absl::Status checked = check_device(i); !checked.ok()) {
+      std::vector<FieldViolation> found = FieldViolations(checked);
+      violations.insert(violations.end(), found.begin(), found.end());
+      if (violations.size() >= static_cast<size_t>(kMaxFieldViolations)) break;
+      continue;
+    }
     result.devices_.push_back(
         DeviceSpec{device.name(), device.available_memory_bytes(), device.logical_id()});
     result.compute_flops_.push_back(device.compute_flops_per_second());
     result.memory_bandwidth_.push_back(device.memory_bandwidth_bytes_per_second());
   }
   if (!IsFiniteNonNegative(inventory.transfer_rate_bytes_per_second())) {
-    return InvalidFieldError(absl::StrCat(field, ".transfer_rate_bytes_per_second"),
-                             "must be finite and not negative");
+    violations.push_back({absl::StrCat(field, ".transfer_rate_bytes_per_second"),
+                          "must be finite and not negative"});
   }
+  if (!violations.empty()) return InvalidFieldErrors(violations);
   result.transfer_rate_ = inventory.transfer_rate_bytes_per_second();
 
   for (int i = 0; i < inventory.links_size(); ++i) {

@@ -44,14 +44,24 @@ using PlanImportedFunction =
     absl::FunctionRef<absl::Status(const CompactGraph& graph, v1::NodeReferences node_references,
                                    absl::Time start, v1::PartitionPlan* plan)>;
 
+// A graph that does not import, with the inventory's faults added to its
+// own, so that a request's independent faults come back together.
+absl::Status GraphAndDeviceViolations(const absl::Status& graph_status,
+                                      const v1::DeviceInventory& inventory,
+                                      const InputLimits& limits) {
+  return WithMoreViolations(graph_status, ImportDevices(inventory, limits).status());
+}
+
 // Checks the node references, imports and validates the graph, then plans.
-absl::Status ImportAndPlan(const GraphSource& graph_source, v1::NodeReferences node_references,
-                           const InputLimits& limits, const CancellationToken& token,
-                           PlanImportedFunction plan_imported, v1::PartitionPlan* plan) {
+absl::Status ImportAndPlan(const GraphSource& graph_source, const v1::DeviceInventory& inventory,
+                           v1::NodeReferences node_references, const InputLimits& limits,
+                           const CancellationToken& token, PlanImportedFunction plan_imported,
+                           v1::PartitionPlan* plan) {
   const absl::Time start = absl::Now();
   PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(node_references));
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
-  return plan_imported(graph, node_references, start, plan);
+  absl::StatusOr<CompactGraph> graph = ImportGraph(graph_source, limits, token);
+  if (!graph.ok()) return GraphAndDeviceViolations(graph.status(), inventory, limits);
+  return plan_imported(*graph, node_references, start, plan);
 }
 
 // ImportAndPlan with the response (PartitionGraphResponse or PlanResponse)
@@ -59,6 +69,7 @@ absl::Status ImportAndPlan(const GraphSource& graph_source, v1::NodeReferences n
 // and its names written straight from the graph.
 template <typename Response>
 absl::Status ImportPlanAndSerialize(const GraphSource& graph_source,
+                                    const v1::DeviceInventory& inventory,
                                     v1::NodeReferences node_references, const InputLimits& limits,
                                     const CancellationToken& token,
                                     PlanImportedFunction plan_imported,
@@ -66,7 +77,7 @@ absl::Status ImportPlanAndSerialize(const GraphSource& graph_source,
   const bool by_name = node_references == v1::NODE_REFERENCES_NAMES;
   Response response;
   return ImportAndPlan(
-      graph_source, node_references, limits, token,
+      graph_source, inventory, node_references, limits, token,
       [&](const CompactGraph& graph, v1::NodeReferences checked, absl::Time start,
           v1::PartitionPlan* plan) {
         PARTPLAN_RETURN_IF_ERROR(
@@ -193,7 +204,7 @@ auto PlannerFor(const v1::PlanRequest& request, const InputLimits& limits,
 absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const GraphSource& graph,
                             const InputLimits& limits, const CancellationToken& token,
                             v1::PartitionGraphResponse* response) {
-  return ImportAndPlan(graph, request.node_references(), limits, token,
+  return ImportAndPlan(graph, request.devices(), request.node_references(), limits, token,
                        PartitionerFor(request, limits, token), response->mutable_plan());
 }
 
@@ -201,7 +212,7 @@ absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
                                       const GraphSource& graph, const InputLimits& limits,
                                       const CancellationToken& token, absl::Cord* response_bytes) {
   return ImportPlanAndSerialize<v1::PartitionGraphResponse>(
-      graph, request.node_references(), limits, token, PartitionerFor(request, limits, token),
+      graph, request.devices(), request.node_references(), limits, token, PartitionerFor(request, limits, token),
       response_bytes);
 }
 
@@ -283,14 +294,15 @@ absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
 absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
                   const InputLimits& limits, const CancellationToken& token,
                   v1::PlanResponse* response) {
-  return ImportAndPlan(graph, request.node_references(), limits, token,
+  return ImportAndPlan(graph, request.devices(), request.node_references(), limits, token,
                        PlannerFor(request, limits, token), response->mutable_plan());
 }
 
 absl::Status PlanSerialized(const v1::PlanRequest& request, const GraphSource& graph,
                             const InputLimits& limits, const CancellationToken& token,
                             absl::Cord* response_bytes) {
-  return ImportPlanAndSerialize<v1::PlanResponse>(graph, request.node_references(), limits, token,
+  return ImportPlanAndSerialize<v1::PlanResponse>(graph, request.devices(),
+                                                  request.node_references(), limits, token,
                                                   PlannerFor(request, limits, token),
                                                   response_bytes);
 }
@@ -298,7 +310,9 @@ absl::Status PlanSerialized(const v1::PlanRequest& request, const GraphSource& g
 absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph_source,
                       const InputLimits& limits, const CancellationToken& token,
                       v1::ValidateResponse* response) {
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
+  absl::StatusOr<CompactGraph> imported = ImportGraph(graph_source, limits, token);
+  if (!imported.ok()) return GraphAndDeviceViolations(imported.status(), request.devices(), limits);
+  const CompactGraph& graph = *imported;
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(request.devices(), limits));
   response->set_node_count(graph.num_nodes());
   response->set_edge_count(graph.num_edges());

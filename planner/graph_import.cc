@@ -11,6 +11,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "google/protobuf/arena.h"
@@ -152,6 +153,7 @@ class GraphBuilder {
     // a cache miss otherwise. So nodes are loaded (LoadNode) that far ahead
     // of the one being added.
     HashAhead hashes(result_.name_index_, n, [this](int64_t v) { return LoadNode(v); });
+    std::vector<FieldViolation> violations;
     for (NodeId v = 0; v < n; ++v) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(v));
       if (v == unparsed_node_) {
@@ -164,11 +166,20 @@ class GraphBuilder {
         return InvalidFieldError(NodePath{field_, v}.Str(".name"),
                                  "the graph's node names add up to 4 GiB or more");
       }
-      PARTPLAN_RETURN_IF_ERROR(AddNode(v, hashes.Next(v)));
+      const absl::Status added = AddNode(v, hashes.Next(v));
+      if (added.ok()) continue;
+      // A fault of this node alone (a name, a reference, a size) leaves the
+      // nodes after it checkable; one of the whole graph (a limit) does not.
+      const absl::optional<std::string> field = InvalidFieldPath(added);
+      if (!field.has_value() || !absl::StartsWith(*field, NodePath{field_, v}.Str())) return added;
+      violations.push_back({*field, InvalidFieldDescription(added)});
+      if (violations.size() >= static_cast<size_t>(kMaxFieldViolations)) break;
+      SkipFailedNode(v);
     }
-    if (output_node_ < 0) {
-      return InvalidFieldError(NodesField(), "the graph has no OUTPUT node");
+    if (output_node_ < 0 && violations.size() < static_cast<size_t>(kMaxFieldViolations)) {
+      violations.push_back({NodesField(), "the graph has no OUTPUT node"});
     }
+    if (!violations.empty()) return InvalidFieldErrors(violations);
     BuildUsers();
     return std::move(result_);
   }
@@ -315,6 +326,21 @@ class GraphBuilder {
     chars.insert(chars.end(), name.begin(), name.end());
     result_.name_starts_.push_back(static_cast<uint32_t>(chars.size()));
     return absl::string_view(chars.data() + start, name.size());
+  }
+
+  // Gives node v, which AddNode refused, the entries AddNode would have
+  // made (no inputs, no sizes, no op) so that the nodes after it are checked
+  // as if it were sound: its name stays known, so references to it are not
+  // reported again.
+  void SkipFailedNode(NodeId v) {
+    const size_t next = static_cast<size_t>(v) + 1;
+    if (result_.input_offsets_.size() == next) {
+      result_.input_ids_.resize(result_.input_offsets_[v]);
+      result_.input_offsets_.push_back(result_.input_offsets_[v]);
+    }
+    result_.total_bytes_.resize(next, 0);
+    result_.output_bytes_.resize(next, 0);
+    result_.op_.resize(next, v1::OP_UNSPECIFIED);
   }
 
   // `name_hash` is NameIndex::Hash of the node's name.

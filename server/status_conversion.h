@@ -2,10 +2,10 @@
 // handler finishes its call with.
 //
 // The code and message carry over unchanged. An INVALID_ARGUMENT that names
-// the offending request field (see planner/status_util.h) also carries a
-// google.rpc.Status with a google.rpc.BadRequest field violation in its
-// error details, so that clients can point at the field without parsing the
-// message:
+// the offending request fields (see planner/status_util.h) also carries a
+// google.rpc.Status with a google.rpc.BadRequest field violation per field
+// in its error details, so that clients can point at the fields without
+// parsing the message:
 //
 //   absl::Status status = partplan::InvalidFieldError(
 //       "graph.nodes[3].args[0]", "refers to unknown node 'foo'");

@@ -3,6 +3,7 @@
 #include "planner/entry_points.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "planner/status_util.h"
@@ -21,6 +22,41 @@ v1::Graph Chain() {
 }
 
 std::string FieldOf(const absl::Status& status) { return InvalidFieldPath(status).value_or(""); }
+
+// A request with an unknown argument, a duplicate name and a device of
+// negative memory hears of all three at once, from Validate as from the
+// planning RPCs.
+TEST(EntryPointsTest, IndependentFaultsOfGraphAndDevicesComeTogether) {
+  v1::Graph graph = Chain();
+  graph.mutable_nodes(1)->mutable_args(0)->set_node("nowhere");
+  graph.mutable_nodes(2)->set_name("a");
+  graph.mutable_nodes(3)->mutable_args(0)->set_node("a");  // the output reads the first a
+  v1::DeviceInventory devices = TestDevices({1000, 1000});
+  devices.mutable_devices(1)->set_available_memory_bytes(-5);
+  const std::vector<std::string> expected = {"graph.nodes[1].args[0]", "graph.nodes[2].name",
+                                             "devices.devices[1].available_memory_bytes"};
+  auto fields = [](const absl::Status& status) {
+    std::vector<std::string> found;
+    for (const FieldViolation& violation : FieldViolations(status)) found.push_back(violation.field);
+    return found;
+  };
+  CancellationToken token;
+  v1::ValidateRequest validate;
+  *validate.mutable_graph() = graph;
+  *validate.mutable_devices() = devices;
+  v1::ValidateResponse validated;
+  EXPECT_EQ(fields(Validate(validate, validate.graph(), InputLimits(), token, &validated)),
+            expected);
+  v1::PartitionGraphRequest partition;
+  *partition.mutable_graph() = graph;
+  *partition.mutable_devices() = devices;
+  EXPECT_EQ(fields(PartitionGraph(partition, InputLimits(), token).status()), expected);
+  v1::PlanRequest plan;
+  *plan.mutable_graph() = graph;
+  *plan.mutable_devices() = devices;
+  v1::PlanResponse planned;
+  EXPECT_EQ(fields(Plan(plan, plan.graph(), InputLimits(), token, &planned)), expected);
+}
 
 // Plan's partitioner options are its `partitioner` field, not `config`.
 TEST(EntryPointsTest, PlanNamesItsPartitionerField) {

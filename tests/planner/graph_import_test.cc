@@ -112,6 +112,44 @@ v1::Graph Diamond() {
       .Build();
 }
 
+// Independent faults of several nodes come back together, in node order,
+// and a node after a faulty one is checked as if that one were sound.
+TEST(ImportGraphTest, ReportsEveryNodeFaultInOnePass) {
+  v1::Graph proto = Diamond();
+  proto.mutable_nodes(1)->mutable_args(0)->set_node("nowhere");  // a reads an unknown node
+  proto.mutable_nodes(2)->set_name("a");                          // b's name repeats a's
+  proto.mutable_nodes(3)->mutable_args(1)->set_node("a");          // so c reads a twice
+  proto.mutable_nodes(3)->mutable_size_bytes()->set_total_bytes(-1);
+  CancellationToken token;
+  absl::StatusOr<CompactGraph> graph = ImportBothWays(proto, InputLimits(), token);
+  ASSERT_EQ(graph.status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<std::string> fields;
+  for (const FieldViolation& violation : FieldViolations(graph.status())) {
+    fields.push_back(violation.field);
+  }
+  EXPECT_THAT(fields, ::testing::ElementsAre("graph.nodes[1].args[0]", "graph.nodes[2].name",
+                                             "graph.nodes[3].size_bytes.total_bytes"))
+      << graph.status();
+  EXPECT_EQ(InvalidFieldPath(graph.status()).value_or(""), "graph.nodes[1].args[0]");
+  EXPECT_THAT(std::string(graph.status().message()), HasSubstr("(and 2 more:"));
+
+  // At most kMaxFieldViolations, and a graph-wide limit stops the pass.
+  v1::Graph many = Diamond();
+  for (int i = 0; i < 3 * kMaxFieldViolations; ++i) {
+    v1::Node* node = many.mutable_nodes()->Add();
+    *node = many.nodes(1);
+    node->set_name("a");  // each repeats a's name
+    many.mutable_nodes()->SwapElements(many.nodes_size() - 1, many.nodes_size() - 2);
+  }
+  graph = ImportBothWays(many, InputLimits(), token);
+  EXPECT_EQ(FieldViolations(graph.status()).size(), static_cast<size_t>(kMaxFieldViolations));
+  InputLimits limits;
+  limits.max_values = 3;
+  graph = ImportBothWays(many, limits, token);
+  EXPECT_EQ(FieldViolations(graph.status()).size(), 1u) << graph.status();
+  EXPECT_THAT(std::string(graph.status().message()), HasSubstr("--max_values"));
+}
+
 TEST(ImportGraphTest, BuildsAdjacencyInGraphOrder) {
   const v1::Graph proto = Diamond();
   CancellationToken token;

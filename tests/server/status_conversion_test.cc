@@ -2,6 +2,9 @@
 
 #include <grpcpp/support/error_details.h>
 
+#include <string>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
@@ -49,6 +52,42 @@ TEST(StatusConversionTest, InvalidFieldBecomesBadRequestFieldViolation) {
   ASSERT_EQ(bad_request.field_violations_size(), 1);
   EXPECT_EQ(bad_request.field_violations(0).field(), "devices.devices[1].name");
   EXPECT_EQ(bad_request.field_violations(0).description(), "duplicate device name");
+}
+
+TEST(StatusConversionTest, EveryViolationBecomesAFieldViolation) {
+  const grpc::Status status = ToGrpcStatus(InvalidFieldErrors(
+      {{"graph.nodes[1].args[0]", "refers to unknown node 'q'"},
+       {"graph.nodes[2].name", "duplicate node name 'a'"},
+       {"devices.devices[0].available_memory_bytes", "must have positive memory"}}));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(),
+            "graph.nodes[1].args[0]: refers to unknown node 'q' (and 2 more: "
+            "graph.nodes[2].name: duplicate node name 'a'; "
+            "devices.devices[0].available_memory_bytes: must have positive memory)");
+  google::rpc::Status details;
+  ASSERT_TRUE(grpc::ExtractErrorDetails(status, &details).ok());
+  google::rpc::BadRequest bad_request;
+  ASSERT_TRUE(details.details(0).UnpackTo(&bad_request));
+  ASSERT_EQ(bad_request.field_violations_size(), 3);
+  EXPECT_EQ(bad_request.field_violations(0).description(), "refers to unknown node 'q'");
+  EXPECT_EQ(bad_request.field_violations(2).field(), "devices.devices[0].available_memory_bytes");
+}
+
+// However many and however long the violations, the trailers stay within
+// what a client accepts by default (8 KiB).
+TEST(StatusConversionTest, ManyLongViolationsStayWithinTheTrailerLimit) {
+  std::vector<FieldViolation> violations;
+  for (int i = 0; i < kMaxFieldViolations; ++i) {
+    violations.push_back({"graph.nodes[" + std::to_string(i) + "].name",
+                          "duplicate node name '" + std::string(5000, 'n') + "'"});
+  }
+  const grpc::Status status = ToGrpcStatus(InvalidFieldErrors(violations));
+  EXPECT_LT(status.error_message().size() * 3 + status.error_details().size() * 4 / 3, 8000u);
+  google::rpc::Status details;
+  ASSERT_TRUE(grpc::ExtractErrorDetails(status, &details).ok());
+  google::rpc::BadRequest bad_request;
+  ASSERT_TRUE(details.details(0).UnpackTo(&bad_request));
+  EXPECT_GE(bad_request.field_violations_size(), 3);
 }
 
 // Names from the request appear in messages; a 64 KiB one made trailers no
