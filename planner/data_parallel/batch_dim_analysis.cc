@@ -765,13 +765,14 @@ class BatchDimAnalyzer {
       return reduction == 1;
     }
     if (!rule.divides) return false;
-    // `expand(g) / (B x k)`: a mean's backward spreading the gradient of a
-    // per-device mean loss (or of a mean over the batch) over the device's
-    // own samples. The dividend is the broadcast of a value without the
-    // batch, the same rows on every device; a forward value divided by a
-    // multiple of the batch size is not.
-    // Or `ones_like(loss) / B`, the backward of `sum / B`: the seed of a
-    // per-device mean loss divided by the device's own samples.
+    // Two divisions by a multiple of the batch size start it:
+    // - `expand(g) / (B x k)`, a mean's backward spreading the gradient of
+    //   a per-device mean loss (or of a mean over the batch) over the
+    //   device's own samples: the dividend is the broadcast of a value
+    //   without the batch, the same rows on every device (a forward value
+    //   divided by a multiple of the batch size is not);
+    // - `ones_like(loss) / B`, the backward of a loss written `sum / B`:
+    //   the seed of a per-device mean loss.
     const NodeId dividend = args.NodeAt(args.Get(0, "self"));
     if (dividend < 0) return false;
     const ValueLayout& from = layout(dividend);
