@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "planner/graph_import.h"
+#include "planner/parse_failure.h"
 #include "planner/plan_with_names.h"
 #include "planner/status_util.h"
 
@@ -325,6 +326,19 @@ void CheckNodeIndices(const google::protobuf::RepeatedField<int32_t>& group_of_n
         FailWith(rpc, absl::StrCat("node index ", node, " of ", summary.node_count(), " nodes"));
       }
     }
+  }
+}
+
+void CheckParseFailure(const google::protobuf::Descriptor& type, absl::string_view bytes,
+                       absl::string_view rpc) {
+  const absl::Status status = ParseFailure(type, ChunkedBytes(bytes));
+  const absl::optional<std::string> field = InvalidFieldPath(status);
+  if (status.code() != absl::StatusCode::kInvalidArgument || !field.has_value()) {
+    FailWith(rpc, "bytes that do not parse got no field violation: " + status.ToString());
+  }
+  if (!field->empty() && !absl::StartsWith(status.message(), *field + ": ")) {
+    FailWith(rpc, "a parse failure whose message does not start with its field: " +
+                      status.ToString());
   }
 }
 

@@ -117,6 +117,12 @@ void CheckServedAsSerialized(const v1::ShardGraphRequest& request, const GraphSo
 void CheckServedAsSerialized(const v1::SplitGraphRequest& request, const GraphSource& graph,
                              const absl::Status& status, const std::string& response_bytes);
 
+// What the server answers bytes that do not parse as the request with
+// (ParseFailure) must be INVALID_ARGUMENT carrying a field path, the message
+// starting with it when it is not the request itself ("").
+void CheckParseFailure(const google::protobuf::Descriptor& type, absl::string_view bytes,
+                       absl::string_view rpc);
+
 // One fuzzer: the request run both ways the server may run it, its graph
 // imported from the bytes (the request's other fields parsed) and parsed
 // whole, each checked; the two must give the same answer, and the same
@@ -132,6 +138,7 @@ int RunOne(const uint8_t* data, size_t size,
   const std::optional<ChunkedBytes> graph_bytes = ParseAllButGraph(bytes, &rest);
   Request request;
   const bool parses = request.ParseFromArray(data, static_cast<int>(size));
+  if (!parses) CheckParseFailure(*Request::descriptor(), bytes, rpc);
   if (!parses && !graph_bytes.has_value()) return -1;  // not a request
 
   std::string from_bytes, from_bytes_again, from_parse;
