@@ -81,12 +81,15 @@ std::string NodeField(NodeId v) { return absl::StrCat("graph.nodes[", v, "]"); }
 // What an op does with one batch-sharded operand's batch dim.
 struct DimFate {
   enum Kind { kMapped, kContracted, kGathered, kNoRule } kind = kNoRule;
-  int32_t dim = -1;  // kMapped: the output dim
+  // kMapped: the output dim. kGathered: the output dim holding the whole
+  // batch, row for row with the op's batch operands (a flip or sort over
+  // it), or -1 when none does (a reduction over it, a select of a sample).
+  int32_t dim = -1;
 };
 
 DimFate Mapped(int32_t dim) { return DimFate{DimFate::kMapped, dim}; }
 DimFate Contracted() { return DimFate{DimFate::kContracted, -1}; }
-DimFate Gathered() { return DimFate{DimFate::kGathered, -1}; }
+DimFate Gathered(int32_t whole = -1) { return DimFate{DimFate::kGathered, whole}; }
 DimFate NoRule() { return DimFate{}; }
 
 // Broadcasting (right-aligned): where operand dim `dim` of an operand of
@@ -357,6 +360,10 @@ class BatchDimAnalyzer {
         case Layout::kShard:
           operands.sharded.push_back(u);
           break;
+        case Layout::kReplicate:
+          // A gathered batch: ops on samples take each device's rows of it.
+          if (value.dim >= 0) operands.sharded.push_back(u);
+          break;
         case Layout::kLocalScalar:
           operands.local_scalars.push_back(u);
           break;
@@ -537,6 +544,18 @@ class BatchDimAnalyzer {
         value = *followed;
       } else {
         PARTPLAN_ASSIGN_OR_RETURN(value, Generic(v, operands, map.output_shape, /*broadcasts=*/true));
+      }
+    } else if (in.layout == Layout::kReplicate && in.dim >= 0) {
+      // A view of a gathered batch is replicated too; it still holds the
+      // whole batch where the view puts it (if it keeps it whole).
+      absl::optional<ValueLayout> followed = FollowBatch(v, map, in, shape(input));
+      value = in;
+      value.dim = -1;
+      value.batch_size = 0;
+      if (followed.has_value() && followed->batch_outer == 1 && followed->batch_inner == 1 &&
+          followed->batch_size == in.batch_size) {
+        value.dim = followed->dim;
+        value.batch_size = followed->batch_size;
       }
     } else if (in.layout == Layout::kLocalScalar) {
       PARTPLAN_ASSIGN_OR_RETURN(value, Generic(v, operands, map.output_shape, /*broadcasts=*/true));
@@ -859,6 +878,7 @@ class BatchDimAnalyzer {
     absl::InlinedVector<int32_t, 4> mapped;
     NodeId mapped_from = -1;
     bool gathered = false;
+    int32_t whole = -2;  // where the gathered batch lies in the output; -2 unset
     for (NodeId u : operands.sharded) {
       PARTPLAN_ASSIGN_OR_RETURN(const DimFate fate, FateOfBatchDim(rule, args, element, u, output));
       switch (fate.kind) {
@@ -870,6 +890,7 @@ class BatchDimAnalyzer {
           break;
         case DimFate::kGathered:
           gathered = true;
+          whole = whole == -2 || whole == fate.dim ? fate.dim : -1;
           break;
         case DimFate::kContracted:
           break;
@@ -879,11 +900,21 @@ class BatchDimAnalyzer {
       // One operand's batch is mixed: every batch-sharded operand is
       // gathered, whatever the others' rules say.
       result_.gathers_batch_[v] = true;
-      Note(v,
-           "needs the whole batch (the op does not decompose over it, or reorders or mixes "
-           "values along the batch dim): its batch-sharded operands are gathered and the result "
-           "is replicated");
       value.layout = Layout::kReplicate;
+      const bool rows = whole >= 0 && whole < static_cast<int32_t>(output.size()) &&
+                        output[whole] == layout(operands.sharded.front()).batch_size;
+      if (rows) {
+        value.dim = whole;
+        value.batch_size = output[whole];
+      }
+      Note(v, absl::StrCat(
+                  "needs the whole batch (the op does not decompose over it, or reorders or "
+                  "mixes values along the batch dim): its batch-sharded operands are gathered "
+                  "and the result is replicated",
+                  rows ? absl::StrCat("; its dim ", whole,
+                                      " holds the whole batch, of which ops on samples take "
+                                      "each device's rows again (local_chunk)")
+                       : ""));
       return value;
     }
     if (!mapped.empty()) {
@@ -1116,7 +1147,12 @@ class BatchDimAnalyzer {
     };
     if (rule.mix != MixKind::kNone) {
       PARTPLAN_ASSIGN_OR_RETURN(const bool mixes, MixesBatchDim(rule, args, u, in.size(), b));
-      if (mixes) return Gathered();
+      // Reordered or scanned along the batch, the output keeps its rows
+      // where the batch was (gather and index pick rows: not kept).
+      const bool keeps_rows = (rule.mix == MixKind::kDimArg || rule.mix == MixKind::kDimArgOrAll) &&
+                              !rule.mix_self_only && in.size() == output.size() &&
+                              output[b] == in[b];
+      if (mixes) return Gathered(keeps_rows ? b : -1);
     }
     switch (rule.family) {
       case OpFamily::kPointwise:
@@ -1244,7 +1280,9 @@ class BatchDimAnalyzer {
     if ((b != *d0 && b != *d1) || k == 0) return Mapped(b);
     if (k == 1 && b == *d0) return Mapped(*d1);
     if (k == 3 && b == *d1) return Mapped(*d0);
-    return Gathered();
+    // Reversed: the whole batch, on the dim it moves to.
+    if (k == 2) return Gathered(b);
+    return Gathered(b == *d0 ? *d1 : *d0);
   }
 
   absl::StatusOr<DimFate> ReductionFate(const OpRule& rule, const NodeArgs& args, NodeId u,

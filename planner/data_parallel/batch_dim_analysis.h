@@ -101,8 +101,13 @@ const char* ReduceOpName(ReduceOp op);
 
 struct ValueLayout {
   Layout layout = Layout::kNotTensor;
-  int32_t dim = -1;        // kShard, kLocalScalar
-  int64_t batch_size = 0;  // kShard, kLocalScalar: the size of that batch dim
+  // kShard, kLocalScalar: the batch dim. kReplicate: the dim holding the
+  // whole batch, row for row, in a value an op made from a gathered batch
+  // (a flip over it); ops on samples read each device's rows of it
+  // (local_chunk) as if it were sharded there. -1 for other replicated
+  // values.
+  int32_t dim = -1;
+  int64_t batch_size = 0;  // kShard, kLocalScalar, kReplicate with a dim: its size
   // kShard, kLocalScalar: a view may merge other dims with the batch into
   // its dim: that many elements lie outside the batch and inside it, so the
   // dim holds batch_size / (batch_outer * batch_inner) samples. With

@@ -190,6 +190,12 @@ class PlanBuilder {
         if (analysis_.gathers_batch(v)) return Replicate();
         return absl::nullopt;
       case Layout::kReplicate:
+        // A gathered batch read by an op on samples (one the analysis took
+        // it as sharded for): each device takes its rows again.
+        if (in.dim >= 0 && !analysis_.gathers_batch(v) &&
+            layout(v).layout != Layout::kReplicate) {
+          return ShardOn(in.dim);
+        }
         return ChunkForShardedOutput(u, v);
       default:
         return absl::nullopt;

@@ -681,6 +681,14 @@ TEST(BatchDimAnalysis, OpsThatReorderOrMixAlongTheBatchNeedItWhole) {
     EXPECT_THAT(a.note(name), HasSubstr("needs the whole batch")) << name;
   }
   EXPECT_EQ(a.analysis().element_layout(a.id("sort_batch"), 1).layout, Layout::kReplicate);
+  // Where the result holds the whole batch row for row, ops on samples can
+  // take each device's rows of it again; picked or reduced rows cannot.
+  for (const char* name : {"flip_batch", "roll_flat", "cumsum_batch", "sort_batch", "softmax_batch"}) {
+    EXPECT_EQ(a[name].dim, 0) << name;
+  }
+  for (const char* name : {"topk_batch", "gather_batch", "index_rows"}) {
+    EXPECT_EQ(a[name].dim, -1) << name;
+  }
   for (const char* name : {"flip_features", "roll_features", "cumsum_features", "sort_last",
                            "topk_last", "softmax_features", "lookup"}) {
     EXPECT_TRUE(IsShard(a[name], 0, 4)) << name;

@@ -336,18 +336,39 @@ TEST(PlanDataParallel, ReplicatedOperandsAreCutToTheShardWhereTheyDoNotBroadcast
 
 // ---- Issue #24, items 9-12 --------------------------------------------------------
 
-TEST(PlanDataParallel, AFlipOfTheBatchGathersItAndAFlipOfFeaturesDoesNot) {
+TEST(PlanDataParallel, AFlipOfTheBatchGathersItAndOpsOnSamplesTakeTheirRowsAgain) {
   AtenGraph g;
   g.Input("x", {4, 6})  // 96 bytes
+      .Input("w", {3, 6})
       .Op("flipped", "aten.flip.default", {A::Node("x"), A::Ints({0})}, {{4, 6}})
       .Op("mirrored", "aten.flip.default", {A::Node("x"), A::Ints({1})}, {{4, 6}})
-      .Output({"flipped", "mirrored"});
-  const Planned plan(g.Request());
+      // Ops on samples read each device's rows of the flipped batch.
+      .Op("activated", "aten.relu.default", {A::Node("flipped")}, {{4, 6}})
+      .Op("t", "aten.t.default", {A::Node("w")}, {{6, 3}})
+      .Op("projected", "aten.mm.default", {A::Node("flipped"), A::Node("t")}, {{4, 3}})
+      // A view of it is replicated too, with the batch still on dim 0.
+      .Op("viewed", "aten.view.default", {A::Node("flipped"), A::Ints({4, 2, 3})}, {{4, 2, 3}})
+      .Op("viewed_relu", "aten.relu.default", {A::Node("viewed")}, {{4, 2, 3}})
+      // The two best rows are not the batch: their consumers use them whole.
+      .Op("best", "aten.topk.default", {A::Node("x"), A::Int(2), A::Int(0)}, {{2, 6}, {2, 6}})
+      .Op("best_values", "operator.getitem", {A::Node("best"), A::Int(0)}, {{2, 6}})
+      .Op("best_relu", "aten.relu.default", {A::Node("best_values")}, {{2, 6}})
+      .Output({"mirrored", "activated", "projected", "viewed_relu", "best_relu"});
+  const Planned plan(g.Request({{"w", v1::PARAMETER}}));
   ASSERT_TRUE(plan.response().ok()) << plan.response().status();
   EXPECT_EQ(PlacementOf(plan.node("flipped")), "Replicate");
   EXPECT_EQ(plan.node("flipped").batch_dim(), -1);
   EXPECT_EQ(PlacementOf(plan.node("mirrored")), "Shard(0)");
-  EXPECT_THAT(plan.redistributions(), ::testing::ElementsAre("x->flipped all_gather 48"));
+  EXPECT_EQ(PlacementOf(plan.node("activated")), "Shard(0)");
+  EXPECT_EQ(PlacementOf(plan.node("projected")), "Shard(0)");
+  EXPECT_EQ(PlacementOf(plan.node("viewed")), "Replicate");
+  EXPECT_EQ(PlacementOf(plan.node("viewed_relu")), "Shard(0)");
+  EXPECT_EQ(PlacementOf(plan.node("best_relu")), "Replicate");
+  // One gather of x serves the flip and topk; each device then cuts its
+  // rows of the flip (no traffic), once for relu and mm.
+  EXPECT_THAT(plan.redistributions(),
+              ::testing::ElementsAre("x->flipped all_gather 48", "flipped->activated local_chunk 0",
+                                     "viewed->viewed_relu local_chunk 0"));
 }
 
 TEST(PlanDataParallel, NodesComputedFromAGuessSayWhichGuess) {
