@@ -27,7 +27,9 @@
 //   model state (the gradient reduction of DDP / FSDP);
 // - a batch-sharded value read by an op that needs the whole batch: all_gather;
 // - a replicated value read by a sharded update, or by an elementwise op on
-//   batch-sharded values without broadcasting: local_chunk (no traffic);
+//   batch-sharded values without broadcasting, or a gathered batch (the
+//   result of a flip or sort over it) read by an op on samples:
+//   local_chunk (no traffic);
 // - before a training-mode batch norm or its backward (SyncBatchNorm): an
 //   all_reduce, Partial(sum) to Replicate, of 2 x C per-channel statistics
 //   of its operand 0, with `statistics` saying which.
