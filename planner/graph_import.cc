@@ -168,12 +168,19 @@ class GraphBuilder {
       }
       const absl::Status added = AddNode(v, hashes.Next(v));
       if (added.ok()) continue;
-      // A fault of this node alone (a name, a reference, a size) leaves the
-      // nodes after it checkable; one of the whole graph (a limit) does not.
+      // A fault of this node alone (a reference, a size, an op) leaves the
+      // nodes after it checkable; one of the whole graph (a limit, a sum, a
+      // name others may refer to) does not.
       const absl::optional<std::string> field = InvalidFieldPath(added);
-      if (!field.has_value() || !absl::StartsWith(*field, NodePath{field_, v}.Str())) return added;
+      if (!field.has_value() || violations.empty()) {
+        if (!field.has_value() || !absl::StartsWith(*field, NodePath{field_, v}.Str())) return added;
+      } else if (!absl::StartsWith(*field, NodePath{field_, v}.Str())) {
+        return WithMoreViolations(InvalidFieldErrors(violations), added);
+      }
       violations.push_back({*field, InvalidFieldDescription(added)});
-      if (violations.size() >= static_cast<size_t>(kMaxFieldViolations)) break;
+      if (fault_ends_pass_ || violations.size() >= static_cast<size_t>(kMaxFieldViolations)) {
+        return InvalidFieldErrors(violations);
+      }
       SkipFailedNode(v);
     }
     if (output_node_ < 0 && violations.size() < static_cast<size_t>(kMaxFieldViolations)) {
@@ -347,11 +354,15 @@ class GraphBuilder {
   absl::Status AddNode(NodeId v, uint64_t name_hash) {
     const NodeFields& node = loaded_[v % kLoadedSlots].fields;
     const NodePath at{field_, v};
+    // A node without its own name leaves every later reference to it in
+    // doubt, so the check of the graph ends there.
     if (node.name.empty()) {
+      fault_ends_pass_ = true;
       return InvalidFieldError(at.Str(".name"), "the node has no name");
     }
     const NodeId first = result_.name_index_.Insert(result_.names(), v, name_hash);
     if (first >= 0) {
+      fault_ends_pass_ = true;
       return InvalidFieldError(
           at.Str(".name"),
           absl::StrCat("duplicate node name '", node.name, "' (first used by nodes[", first, "])"));
@@ -554,8 +565,11 @@ class GraphBuilder {
     } else {
       PARTPLAN_RETURN_IF_ERROR(DeriveSizes(node, op, at, &total, &output));
     }
+    // The sums below run over the whole graph: once one overflows, so would
+    // the rest, and the check of the graph ends there.
     if (op != v1::OUTPUT &&
         AddOverflows(result_.graph_total_bytes_, total, &result_.graph_total_bytes_)) {
+      fault_ends_pass_ = true;
       return InvalidFieldError(at.Str(".size_bytes"),
                                "the graph's total size overflows 64 bits");
     }
@@ -567,6 +581,7 @@ class GraphBuilder {
     // that within 64 bits keeps every sum the planners make from
     // overflowing. (The OUTPUT node is in no partition.)
     if (AddOverflows(counted_bytes_, total, &counted_bytes_)) {
+      fault_ends_pass_ = true;
       return InvalidFieldError(at.Str(".size_bytes"), kCountedBytesOverflow);
     }
     const int64_t end =
@@ -576,6 +591,7 @@ class GraphBuilder {
       const int64_t counted = result_.is_input_node(u) ? result_.total_bytes_[u]
                                                        : result_.output_bytes_[u];
       if (AddOverflows(counted_bytes_, counted, &counted_bytes_)) {
+        fault_ends_pass_ = true;
         return InvalidFieldError(at.Str(),
                                  absl::StrCat("node '", node.name, "' reads '", result_.name(u),
                                               "': ", kCountedBytesOverflow));
@@ -678,6 +694,9 @@ class GraphBuilder {
   NodeId names_overflow_node_ = -1;      // the first node whose name took the names past 4 GiB
   NodeId unparsed_node_ = -1;            // the first node whose bytes did not parse
   std::vector<NodeId> first_use_stamp_;  // last node that referenced u
+  // Set with a fault after which the nodes that follow cannot be checked
+  // as if the faulty one were sound.
+  bool fault_ends_pass_ = false;
   NodeId output_node_ = -1;
   int64_t total_values_ = 0;
   // Every node's total size plus, per edge, what a partition counts for it.

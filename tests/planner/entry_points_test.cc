@@ -30,7 +30,6 @@ TEST(EntryPointsTest, IndependentFaultsOfGraphAndDevicesComeTogether) {
   v1::Graph graph = Chain();
   graph.mutable_nodes(1)->mutable_args(0)->set_node("nowhere");
   graph.mutable_nodes(2)->set_name("a");
-  graph.mutable_nodes(3)->mutable_args(0)->set_node("a");  // the output reads the first a
   v1::DeviceInventory devices = TestDevices({1000, 1000});
   devices.mutable_devices(1)->set_available_memory_bytes(-5);
   const std::vector<std::string> expected = {"graph.nodes[1].args[0]", "graph.nodes[2].name",

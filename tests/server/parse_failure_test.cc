@@ -1,12 +1,14 @@
-// Requests that do not parse get INVALID_ARGUMENT saying so, and the server
-// goes on serving. The planner service parses its requests itself, as gRPC's
-// health service does.
+// Bad requests as the service answers them: bytes that do not parse get
+// INVALID_ARGUMENT naming the field, several faults a violation each, a
+// compressed request UNIMPLEMENTED; and the server goes on serving. The
+// planner service parses its requests itself, as gRPC's health service does.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/error_details.h>
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
@@ -72,6 +74,44 @@ TEST(ParseFailureTest, UnparsableRequestIsInvalidArgument) {
   const grpc::Status empty = CallRaw(*server, "/partplan.v1.PartitionPlanner/Validate", "");
   EXPECT_EQ(empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT);  // an empty graph
   EXPECT_TRUE(absl::StartsWith(empty.error_message(), "graph.nodes")) << empty.error_message();
+}
+
+// A request with several independent faults gets a field violation for
+// each through the real service: an unknown argument, a repeated node name
+// and a device of negative memory.
+TEST(ParseFailureTest, EveryIndependentFaultIsAFieldViolation) {
+  std::unique_ptr<PlannerServer> server = StartTestServer(/*backend=*/nullptr);
+  ASSERT_NE(server, nullptr);
+  std::unique_ptr<v1::PartitionPlanner::Stub> stub = NewPlannerStub(*server);
+  v1::ValidateRequest request;
+  v1::Graph& graph = *request.mutable_graph();
+  const char* names[] = {"x", "a", "a", "output"};
+  const v1::Op ops[] = {v1::PLACEHOLDER, v1::CALL_FUNCTION, v1::CALL_FUNCTION, v1::OUTPUT};
+  const char* reads[] = {nullptr, "nowhere", "x", "a"};
+  for (int i = 0; i < 4; ++i) {
+    v1::Node* node = graph.add_nodes();
+    node->set_name(names[i]);
+    node->set_op(ops[i]);
+    node->set_target(names[i]);
+    if (reads[i] != nullptr) node->add_args()->set_node(reads[i]);
+  }
+  v1::Device* device = request.mutable_devices()->add_devices();
+  device->set_name("d0");
+  device->set_available_memory_bytes(-1);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kTestTimeout));
+  v1::ValidateResponse response;
+  const grpc::Status status = stub->Validate(&context, request, &response);
+  ASSERT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  google::rpc::Status details;
+  ASSERT_TRUE(grpc::ExtractErrorDetails(status, &details).ok());
+  google::rpc::BadRequest bad_request;
+  ASSERT_TRUE(details.details(0).UnpackTo(&bad_request));
+  std::vector<std::string> fields;
+  for (const auto& violation : bad_request.field_violations()) fields.push_back(violation.field());
+  EXPECT_EQ(fields, (std::vector<std::string>{"graph.nodes[1].args[0]", "graph.nodes[2].name",
+                                              "devices.devices[0].available_memory_bytes"}))
+      << status.error_message();
 }
 
 // gRPC 1.51 would inflate a compressed message whole before applying the
