@@ -38,7 +38,10 @@
 //   argsort, topk, cumsum & co, rot90, softmax, gather / scatter / index_*
 //   along `dim`, index.Tensor): a batch dim among those dims needs the whole
 //   batch (its operands are gathered, the result replicated); rot90 moves
-//   the batch to the other dim when it does not reverse it.
+//   the batch to the other dim when it does not reverse it. A replicated
+//   result that holds the whole batch row for row (a flip or sort over it,
+//   not a topk or gather) keeps that dim, and ops on samples read it as
+//   sharded there (each device cuts its rows again).
 // - Training-mode batch norm normalises by the whole batch's statistics:
 //   it is planned as SyncBatchNorm, which all-reduces per-channel sums and
 //   sums of squares (the backward: sums of the gradient and of its product
