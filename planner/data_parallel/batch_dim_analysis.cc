@@ -61,6 +61,11 @@ int64_t BatchDimAnalysis::value_bytes(NodeId v) const {
   return total;
 }
 
+int32_t BatchDimAnalysis::cut_dim(NodeId u, NodeId v) const {
+  auto it = cuts_.find(CutKey(u, v));
+  return it == cuts_.end() ? -1 : it->second;
+}
+
 const std::string& BatchDimAnalysis::note(NodeId v) const {
   auto it = notes_.find(v);
   return it == notes_.end() ? no_note_ : it->second;
@@ -389,16 +394,75 @@ class BatchDimAnalyzer {
     if (rule.family == OpFamily::kView) return AnalyzeView(v, rule, args, operands);
 
     const v1::Node& node = proto(v);
-    if (node.outputs_size() == 0) return AnalyzeTupleOfGetItems(v, rule, args, operands);
-    PARTPLAN_RETURN_IF_ERROR(CheckOperandShapes(v, rule, args, node.outputs(0).shape()));
-    for (int k = 0; k < node.outputs_size(); ++k) {
-      const absl::Span<const int64_t> output = node.outputs(k).shape();
-      PARTPLAN_ASSIGN_OR_RETURN(
-          const ValueLayout value,
-          ElementLayout(v, rule, args, operands, ElementIndex(rule, args, k), output));
-      AddElement(value, output, GivenElementBytes(v, k));
+    if (node.outputs_size() == 0) {
+      PARTPLAN_RETURN_IF_ERROR(AnalyzeTupleOfGetItems(v, rule, args, operands));
+    } else {
+      PARTPLAN_RETURN_IF_ERROR(CheckOperandShapes(v, rule, args, node.outputs(0).shape()));
+      for (int k = 0; k < node.outputs_size(); ++k) {
+        const absl::Span<const int64_t> output = node.outputs(k).shape();
+        PARTPLAN_ASSIGN_OR_RETURN(
+            const ValueLayout value,
+            ElementLayout(v, rule, args, operands, ElementIndex(rule, args, k), output));
+        AddElement(value, output, GivenElementBytes(v, k));
+      }
     }
+    if (rule.per_sample_args != 0) CutPerSampleOperands(v, rule, args);
     return absl::OkStatus();
+  }
+
+  // The per-sample argument at `position` (OpRule::per_sample_args), by
+  // position or by one of the names aten gives it.
+  NodeId PerSampleArg(const NodeArgs& args, int position) const {
+    static constexpr const char* kNames[][3] = {{"self", "input", "grad_output"},
+                                                {"target", "self", "dim"},
+                                                {"index", "target", "weight"},
+                                                {"src", "value", "weight"}};
+    NodeId u = args.NodeAt(args.Get(position, kNames[std::min(position, 3)][0]));
+    for (int i = 1; u < 0 && position < 4 && i < 3; ++i) {
+      u = args.NodeAt(args.Get(-1, kNames[position][i]));
+    }
+    return u;
+  }
+
+  // A replicated value that an op reads per sample, beside a batch-sharded
+  // one (a loss's target, gather's index, made inside the step), must be
+  // cut to each device's rows: it lines up with the batch operand dim for
+  // dim, so its batch dim is the batch operand's. Without a cut each device
+  // would compare its rows with the whole batch's targets. A dim of size 1
+  // broadcasts (nothing to cut).
+  void CutPerSampleOperands(NodeId v, const OpRule& rule, const NodeArgs& args) {
+    const Layout out = layout(v).layout;
+    if (out != Layout::kShard && out != Layout::kLocalScalar && out != Layout::kPartial) return;
+    constexpr int kPositions = 8;
+    NodeId batch = -1;
+    for (int i = 0; i < kPositions && batch < 0; ++i) {
+      if ((rule.per_sample_args >> i & 1) == 0) continue;
+      const NodeId u = PerSampleArg(args, i);
+      if (u >= 0 && layout(u).layout == Layout::kShard) batch = u;
+    }
+    if (batch < 0) return;
+    const ValueLayout& rows = layout(batch);
+    const int32_t b = rows.dim;
+    const int64_t size = shape(batch)[b];
+    for (int i = 0; i < kPositions; ++i) {
+      if ((rule.per_sample_args >> i & 1) == 0) continue;
+      const NodeId u = PerSampleArg(args, i);
+      if (u < 0 || layout(u).layout != Layout::kReplicate || layout(u).dim >= 0) continue;
+      const absl::Span<const int64_t> operand = shape(u);
+      if (static_cast<int32_t>(operand.size()) <= b || operand[b] != size) continue;
+      if (rows.batch_outer > 1) {
+        // The device's rows interleave with other dims: no block of u's
+        // rows is theirs.
+        Guess(v, absl::StrCat("reads replicated '", proto(u).name(),
+                              "' per sample, but the batch operand's rows interleave on dim ", b,
+                              ", so no contiguous block of it is a device's; it is not cut"));
+        continue;
+      }
+      result_.cuts_[CutKey(u, v)] = b;
+      Note(v, absl::StrCat("reads replicated '", proto(u).name(),
+                           "' per sample, aligned with the batch operand '", proto(batch).name(),
+                           "': each device takes its rows of it (dim ", b, ", local_chunk)"));
+    }
   }
 
   // An op node without `outputs` whose getitem users give the shapes of its
@@ -974,6 +1038,12 @@ class BatchDimAnalyzer {
     result_.syncs_[v] = std::move(sync);
   }
 
+  // Flags v ambiguous: its layout is the size rule's guess, not a rule's.
+  void Guess(NodeId v, absl::string_view why) {
+    result_.ambiguous_[v] = true;
+    Note(v, absl::StrCat("ambiguous: ", why));
+  }
+
   // A value made with new dims of the batch size (`dims`, from the op's
   // arguments): sharded on the first; ambiguous when there are several.
   ValueLayout NewBatchDim(NodeId v, ValueLayout value, absl::Span<const int32_t> dims,
@@ -1149,7 +1219,8 @@ class BatchDimAnalyzer {
       PARTPLAN_ASSIGN_OR_RETURN(const bool mixes, MixesBatchDim(rule, args, u, in.size(), b));
       // Reordered or scanned along the batch, the output keeps its rows
       // where the batch was (gather and index pick rows: not kept).
-      const bool keeps_rows = (rule.mix == MixKind::kDimArg || rule.mix == MixKind::kDimArgOrAll) &&
+      const bool keeps_rows = (rule.mix == MixKind::kDimArg || rule.mix == MixKind::kDimArgOrAll ||
+                               rule.mix == MixKind::kLastTwoDims) &&
                               !rule.mix_self_only && in.size() == output.size() &&
                               output[b] == in[b];
       if (mixes) return Gathered(keeps_rows ? b : -1);
@@ -1224,6 +1295,7 @@ class BatchDimAnalyzer {
     } else if (u != self && (self < 0 || !is_tensor(self) || shape(self).size() != rank)) {
       return false;
     }
+    if (rule.mix == MixKind::kLastTwoDims) return static_cast<size_t>(b) + 2 >= rank;
     if (rule.mix == MixKind::kIndexedDims) {
       // index.Tensor(self, indices): a list with a tensor or None per dim.
       const NodeArgs::Arg indices = args.Get(rule.mix_arg, "indices");
@@ -1291,7 +1363,10 @@ class BatchDimAnalyzer {
     const int64_t rank = static_cast<int64_t>(in.size());
     absl::InlinedVector<bool, 6> reduced(in.size(), true);
     const NodeArgs::Arg dims_arg = args.Get(rule.dim_arg, "dim");
-    if (rule.dim_arg >= 0 && !NodeArgs::IsNone(dims_arg)) {
+    if (rule.reduces_last_by_default && NodeArgs::IsNone(dims_arg) && rank > 0) {
+      std::fill(reduced.begin(), reduced.end(), false);
+      reduced.back() = true;
+    } else if (rule.dim_arg >= 0 && !NodeArgs::IsNone(dims_arg)) {
       PARTPLAN_ASSIGN_OR_RETURN(const Dims dims, args.Ints(dims_arg, "dim"));
       if (!dims.empty()) {
         std::fill(reduced.begin(), reduced.end(), false);
@@ -1402,10 +1477,20 @@ class BatchDimAnalyzer {
         Note(v,
              "full reduction over the batch: each device keeps its own value (upstream's "
              "rule)");
+        if (!broadcasts) {
+          Guess(v, "the op has no dimension rule, so that it sums over the batch is a guess "
+                   "(a median, a quantile or a sort of the batch does not decompose)");
+        }
         return scalar;
       }
       value.layout = Layout::kPartial;
       value.reduce = operands.local_mean ? ReduceOp::kAvg : ReduceOp::kSum;
+      if (!broadcasts) {
+        Guess(v, absl::StrCat("no output dim has the batch size ", sizes.front(),
+                              ": taken as a sum over the batch (Partial), but the op has no "
+                              "dimension rule, so that is a guess (an op that selects, sorts "
+                              "or ranks along the batch does not decompose)"));
+      }
       return value;
     }
     // A non-batch dim of the batch size in an operand could be where a
@@ -1470,8 +1555,18 @@ class BatchDimAnalyzer {
                            lookalike.empty() ? "" : absl::StrCat(", and ", lookalike),
                            "; the op has no dimension rule, so dim ", dim,
                            " is a guess: ", because, " if the op kept dims in place"));
-    } else if (aligned >= 0) {
-      dim = aligned;
+    } else if (aligned >= 0 || (candidates.size() == 1 && lookalike.empty() && !broadcasts)) {
+      dim = aligned >= 0 ? aligned : dim;
+      if (!broadcasts) {
+        // One dim of the batch size, but no rule says the op keeps each
+        // sample's values in its own row: tril / triu, a kthvalue or a
+        // cummax over it would mix them.
+        Guess(v, absl::StrCat("output dim ", dim, " is the only one of the batch size ",
+                              sizes.front(),
+                              ", but the op has no dimension rule, so that it is the batch "
+                              "(with each sample's values in its own row, independent of the "
+                              "other samples) is a guess"));
+      }
     } else if (candidates.size() > 1 || !lookalike.empty()) {
       result_.ambiguous_[v] = true;
       Note(v, absl::StrCat("ambiguous: ",

@@ -30,15 +30,16 @@
 //   a batch dim that survives is the output's; a contracted one makes the
 //   output Partial (sum, or avg for a mean or under a mean loss), or, for a
 //   full reduction to a scalar, a local scalar that stays sharded
-//   (upstream's rule); reductions that do not decompose (var, argmax, a
-//   select of one sample, ...) need the whole batch and give a replicated
-//   result. A summed local scalar divided by a multiple of the batch size
+//   (upstream's rule); reductions that do not decompose (var, argmax,
+//   median, kthvalue, mode, a select of one sample, ...) need the whole
+//   batch and give a replicated result. A summed local scalar divided by a multiple of the batch size
 //   (`sum / B`, as make_fx bakes x.shape[0]) is a mean.
 // - Ops that reorder or mix values along some dims (flip, roll, sort,
 //   argsort, topk, cumsum & co, rot90, softmax, gather / scatter / index_*
-//   along `dim`, index.Tensor): a batch dim among those dims needs the whole
-//   batch (its operands are gathered, the result replicated); rot90 moves
-//   the batch to the other dim when it does not reverse it. A replicated
+//   along `dim`, index.Tensor, tril / triu over the last two dims): a
+//   batch dim among those dims needs the whole batch (its operands are
+//   gathered, the result replicated); rot90 moves the batch to the other
+//   dim when it does not reverse it. A replicated
 //   result that holds the whole batch row for row (a flip or sort over it,
 //   not a topk or gather) keeps that dim, and ops on samples read it as
 //   sharded there (each device cuts its rows again).
@@ -48,12 +49,20 @@
 //   with the centred input), so its output stays sharded and save_mean /
 //   save_invstd are the batch's, replicated (`statistics_sync`). With the
 //   batch on the channel dim it needs the whole batch instead.
-// - Other ops: the output dim whose size is the batch size. Where a
-//   non-batch dim of the batch size (in an operand or the output) leaves it
-//   open, the node is flagged ambiguous with a note, and the dim a batch
-//   operand lands on when broadcast (else upstream's first match) is the
-//   guess. Only views and pointwise ops broadcast by rule; for them that
-//   dim settles it. Every node computed from a guess carries it
+// - A replicated value an op reads per sample beside a batch-sharded one
+//   (a loss's target or gather's index made inside the step; op_rules.h
+//   `per_sample_args`) lines up with it dim for dim: each device cuts its
+//   rows of it (`cut_dim`, a local_chunk in the plan).
+// - Other ops: the output dim whose size is the batch size. Only views and
+//   pointwise ops broadcast by rule; for them the dim a batch operand lands
+//   on when broadcast settles it, and only a non-batch dim of the batch
+//   size (in an operand or the output) that leaves it open flags the node.
+//   An op without a dimension rule is always flagged ambiguous with a note,
+//   even with a single dim of the batch size (tril over the batch or a
+//   kthvalue along it keeps that size but mixes the samples) or with none
+//   (then taken as a sum over the batch: Partial, or a local scalar); the
+//   dim a batch operand lands on when broadcast (else upstream's first
+//   match) is the guess. Every node computed from a guess carries it
 //   (`guess_of`).
 // - No batch-sharded operand: Replicate; Partial operands stay Partial
 //   through linear ops and are reduced before any other. But a new tensor
@@ -152,6 +161,11 @@ struct BatchDimOptions {
   absl::Status CheckAndSetup(const CompactGraph& graph);
 };
 
+// The key of operand u of node v in BatchDimAnalysis's cuts.
+inline int64_t CutKey(NodeId u, NodeId v) {
+  return (static_cast<int64_t>(v) << 32) | static_cast<uint32_t>(u);
+}
+
 class BatchDimAnalysis {
  public:
   int32_t num_nodes() const { return static_cast<int32_t>(element_offsets_.size()) - 1; }
@@ -196,6 +210,12 @@ class BatchDimAnalysis {
     auto it = syncs_.find(v);
     return it == syncs_.end() ? nullptr : &it->second;
   }
+  // A replicated operand u (not a gathered batch) that op v reads per
+  // sample beside a batch-sharded one (OpRule::per_sample_args: a loss's
+  // input and target, gather's self and index): the dim of u whose rows
+  // each device takes (local_chunk), its batch dim; -1 when u is not cut.
+  int32_t cut_dim(NodeId u, NodeId v) const;
+
   // Why: for ambiguous nodes, batch-dim merges, splits and repeats, full
   // reductions and inputs taken as replicated. Empty for the rest.
   const std::string& note(NodeId v) const;
@@ -234,6 +254,7 @@ class BatchDimAnalysis {
   std::vector<bool> ambiguous_;
   std::vector<NodeId> guess_of_;
   absl::flat_hash_map<NodeId, StatisticsSync> syncs_;
+  absl::flat_hash_map<int64_t, int32_t> cuts_;  // CutKey(u, v) -> dim
   std::vector<bool> keeps_partial_;
   std::vector<bool> gathers_batch_;
   std::vector<bool> elementwise_;

@@ -196,6 +196,7 @@ class PlanBuilder {
             layout(v).layout != Layout::kReplicate) {
           return ShardOn(in.dim);
         }
+        if (const int32_t dim = analysis_.cut_dim(u, v); dim >= 0) return ShardOn(dim);
         return ChunkForShardedOutput(u, v);
       default:
         return absl::nullopt;

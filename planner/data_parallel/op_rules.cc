@@ -43,6 +43,7 @@ OpRule Matmul(int8_t lhs, int8_t rhs, int8_t bias, bool batched) {
 
 OpRule Loss(int8_t reduction_arg) {
   OpRule rule = Family(OpFamily::kLoss);
+  rule.per_sample_args = 0b11;  // input, target
   rule.reduction_arg = reduction_arg;
   rule.rest = RestElements::kLocalSum;
   return rule;
@@ -73,6 +74,7 @@ OpRule MixingWithDefault(OpRule rule, int8_t arg, int8_t default_dim) {
 
 OpRule LossBackward(int8_t reduction_arg) {
   OpRule rule = Identity(RestElements::kLikeFirst);
+  rule.per_sample_args = 0b111;  // grad_output (reduction=none), input, target
   rule.reduction_arg = reduction_arg;
   return rule;
 }
@@ -173,6 +175,16 @@ OpRuleTable::OpRuleTable() {
        "logical_or.default",
        "bitwise_not.default",
        "sign.default",
+       "sgn.default",
+       "isnan.default",
+       "isinf.default",
+       "isfinite.default",
+       "nan_to_num.default",
+       "hardswish.default",
+       "hardswish_backward.default",
+       "hardsigmoid.default",
+       "hardsigmoid_backward.default",
+       "mish.default",
        "sin.default",
        "cos.default",
        "erf.default",
@@ -269,6 +281,17 @@ OpRuleTable::OpRuleTable() {
   add({"max.dim", "min.dim", "argmax.default", "argmin.default", "prod.dim_int",
        "logsumexp.default", "any.dim", "all.dim"},
       Reduction(ReduceKind::kOther, 1, 2));
+  add({"median.default", "nanmedian.default"}, Reduction(ReduceKind::kOther, -1, -1));
+  add({"median.dim", "nanmedian.dim"}, Reduction(ReduceKind::kOther, 1, 2));
+  {
+    // (values, indices) over `dim`, the last one when it is absent.
+    OpRule kthvalue = Reduction(ReduceKind::kOther, 2, 3);
+    kthvalue.reduces_last_by_default = true;
+    add({"kthvalue.default"}, kthvalue);
+    OpRule mode = Reduction(ReduceKind::kOther, 1, 2);
+    mode.reduces_last_by_default = true;
+    add({"mode.default"}, mode);
+  }
   add({"var.correction", "std.correction", "var.dim", "std.dim"},
       Reduction(ReduceKind::kOther, 1, 3));
   add({"linalg_vector_norm.default", "norm.ScalarOpt_dim"}, Reduction(ReduceKind::kOther, 2, 3));
@@ -315,12 +338,21 @@ OpRuleTable::OpRuleTable() {
   {
     OpRule gather = Mixing(keeps, MixKind::kDimArg, 1);
     gather.mix_self_only = true;  // the index's rows pick per sample (an embedding-like lookup)
+    gather.per_sample_args = 0b101;  // self, index
     add({"gather.default"}, gather);
   }
-  add({"scatter.src", "scatter.value", "scatter.reduce", "scatter.value_reduce",
-       "scatter_add.default", "scatter_reduce.two", "index_add.default", "index_copy.default",
-       "index_fill.int_Scalar", "index_fill.int_Tensor"},
+  {
+    OpRule scatter = Mixing(keeps, MixKind::kDimArg, 1);
+    scatter.per_sample_args = 0b1101;  // self, index, src
+    add({"scatter.src", "scatter.value", "scatter.reduce", "scatter.value_reduce",
+         "scatter_add.default", "scatter_reduce.two"},
+        scatter);
+  }
+  add({"index_add.default", "index_copy.default", "index_fill.int_Scalar",
+       "index_fill.int_Tensor"},
       Mixing(keeps, MixKind::kDimArg, 1));
+  // tril / triu keep or zero an element by its row and column index.
+  add({"tril.default", "triu.default"}, Mixing(keeps, MixKind::kLastTwoDims, -1));
   add({"index.Tensor"}, Mixing(Family(OpFamily::kUnknown), MixKind::kIndexedDims, 1));
   add({"rot90.default"}, Family(OpFamily::kRot90));
 }
@@ -328,6 +360,18 @@ OpRuleTable::OpRuleTable() {
 const OpRule& OpRuleTable::Find(absl::string_view target) const {
   absl::ConsumePrefix(&target, "torch.ops.");
   auto it = rules_.find(target);
+  if (it != rules_.end()) return it->second;
+  // An in-place op (`aten.relu_.default`, `aten.add_.Tensor`: the name ends
+  // in `_`) computes what its functional form does and returns its self:
+  // the functional form's rule. make_fx keeps them (nn.ReLU(inplace=True)).
+  const size_t dot = target.rfind('.');
+  if (dot == absl::string_view::npos || dot < 2 || target[dot - 1] != '_' ||
+      target[dot - 2] == '_') {
+    return unknown_;
+  }
+  std::string functional(target.substr(0, dot - 1));
+  functional.append(target.substr(dot).data(), target.size() - dot);
+  it = rules_.find(functional);
   return it == rules_.end() ? unknown_ : it->second;
 }
 

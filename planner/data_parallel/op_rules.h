@@ -13,7 +13,9 @@
 //   if (rule.family == OpFamily::kReduction) ...
 //
 // Targets are aten overloads as make_fx names them (`aten.mm.default`); a
-// leading `torch.ops.` is accepted. Find is one hash lookup.
+// leading `torch.ops.` is accepted. An in-place overload without a rule of
+// its own (`aten.relu_.default`) takes its functional form's
+// (`aten.relu.default`). Find is one or two hash lookups.
 #ifndef PARTPLAN_PLANNER_DATA_PARALLEL_OP_RULES_H_
 #define PARTPLAN_PLANNER_DATA_PARALLEL_OP_RULES_H_
 
@@ -55,6 +57,9 @@ enum class MixKind : uint8_t {
   kDimArg,         // the `mix_arg` argument: an int or a list of ints
   kDimArgOrAll,    // the same, but an empty list means every dim (roll flattens)
   kIndexedDims,    // index.Tensor: the dims with a non-None index in list `mix_arg`
+  // The last two dims (tril, triu: which elements survive depends on their
+  // row and column index, which on a device is not the whole batch's).
+  kLastTwoDims,
 };
 
 // What a reduction computes, hence how the devices' results combine when
@@ -89,6 +94,9 @@ struct OpRule {
   RestElements rest = RestElements::kLikeFirst;
   int8_t dim_arg = -1;        // kReduction, kCat, kSplit, kIndexDim: the dim(s) argument
   int8_t keepdim_arg = -1;    // kReduction
+  // kReduction: when the dims argument is absent, the last dim is reduced
+  // (kthvalue, mode), not every dim (sum, median).
+  bool reduces_last_by_default = false;
   // kLoss: `reduction` (0 none, 1 mean, 2 sum; default mean). A loss's
   // backward op (kIdentity) has it too: under a mean it divides by the
   // number of samples it sees, which on a device is its own share.
@@ -107,6 +115,12 @@ struct OpRule {
   int8_t mix_default = 0;    // kDimArg: the dim when the argument is absent (sort: -1)
   bool mix_has_default = false;
   bool mix_self_only = false;  // only operand 0's dims mix (gather: not the index's)
+  // Arguments (a bit per position) that hold a value per sample of the
+  // batch operand, aligned with it dim for dim from the left: a loss's input
+  // and target, gather's self and index. A replicated one (a target or an
+  // index made inside the step) is cut to each device's rows of the batch
+  // (BatchDimAnalysis::cut_dim).
+  uint8_t per_sample_args = 0;
   // Batch norm: the `training` argument's position. When it is true the op
   // normalises by statistics over the whole batch (its backward sums over
   // it), which each device can only compute for its own samples.

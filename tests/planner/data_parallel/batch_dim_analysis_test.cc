@@ -204,7 +204,9 @@ TEST(BatchDimAnalysis, BatchSizeIsTrackedPerValueNotGlobally) {
   ASSERT_TRUE(a.status().ok()) << a.status();
   EXPECT_TRUE(IsShard(a["after_merge"], 0, 24));
   EXPECT_TRUE(IsShard(a["other"], 0, 4));
-  EXPECT_FALSE(a.ambiguous("other"));
+  // An op without a rule is a guess even with one dim of the batch size,
+  // but the guess looks for 4, not 24.
+  EXPECT_THAT(a.note("other"), HasSubstr("output dim 0 is the only one of the batch size 4"));
   EXPECT_EQ(a.analysis().batch_size(), 4);
 }
 
@@ -321,7 +323,9 @@ TEST(BatchDimAnalysis, OperandsSettleOpsWithoutARuleWhereTheyCan) {
       .Op("broadcast", "custom.op", {A::Node("x")}, {{2, 4, 4}})
       // A pointwise op broadcasts by rule: that settles it.
       .Op("pointwise", "aten.add.Tensor", {A::Node("x"), A::Node("x")}, {{4, 4}})
-      // One dim of the batch size and no operand dim that could make it.
+      // One dim of the batch size and no operand dim that could make it:
+      // still a guess, since an op without a rule may mix the samples
+      // (tril over them, a kthvalue along them keep the size).
       .Op("unique", "custom.op", {A::Node("z")}, {{3, 4}})
       .Output({"same_shape", "broadcast", "pointwise", "unique"});
   const Analysis a(g);
@@ -335,8 +339,8 @@ TEST(BatchDimAnalysis, OperandsSettleOpsWithoutARuleWhereTheyCan) {
   EXPECT_TRUE(IsShard(a["pointwise"], 0, 4));
   EXPECT_FALSE(a.ambiguous("pointwise"));
   EXPECT_TRUE(IsShard(a["unique"], 1, 4));
-  EXPECT_FALSE(a.ambiguous("unique"));
-  EXPECT_THAT(a.note("unique"), IsEmpty());
+  EXPECT_TRUE(a.ambiguous("unique"));
+  EXPECT_THAT(a.note("unique"), HasSubstr("the op has no dimension rule"));
 }
 
 TEST(BatchDimAnalysis, FlagsWhatTrulyCannotBeTold) {
@@ -1100,6 +1104,79 @@ INSTANTIATE_TEST_SUITE_P(Cases, MalformedGraphTest, ::testing::ValuesIn(Malforme
                          [](const ::testing::TestParamInfo<MalformedCase>& info) {
                            return info.param.name;
                          });
+
+// ---- Found by tests/fixtures/data_parallel/crosscheck.py on unseen models ----
+
+TEST(BatchDimAnalysis, InPlaceOpsTakeTheirFunctionalFormsRule) {
+  // torchvision's nn.ReLU(inplace=True) traces to relu_; on a [4, 4] batch
+  // the size rule could not tell the batch dim (shufflenet's 4 x 4 maps).
+  AtenGraph g;
+  g.Input("x", {4, 4})
+      .Op("relu_", "aten.relu_.default", {A::Node("x")}, {{4, 4}})
+      .Op("add_", "aten.add_.Tensor", {A::Node("relu_"), A::Node("x")}, {{4, 4}})
+      .Op("flip_", "aten.cumsum_.default", {A::Node("add_"), A::Int(0)}, {{4, 4}})
+      .Output({"flip_"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  for (const char* name : {"relu_", "add_"}) {
+    EXPECT_TRUE(IsShard(a[name], 0, 4)) << name;
+    EXPECT_FALSE(a.ambiguous(name)) << name;
+    EXPECT_EQ(a.analysis().guess_of(a.id(name)), -1) << name;
+  }
+  // cumsum_ over the batch is cumsum's: it needs the whole batch.
+  EXPECT_EQ(a["flip_"].layout, Layout::kReplicate);
+  EXPECT_TRUE(a.analysis().gathers_batch(a.id("flip_")));
+}
+
+TEST(BatchDimAnalysis, PositionDependentOpsOverTheBatchNeedItWholeOrAreFlagged) {
+  // x [4, 6]: one dim of the batch size everywhere, so the size rule alone
+  // would find the batch "unambiguously" in every output below.
+  AtenGraph g;
+  g.Input("x", {4, 6})
+      .Input("cube", {4, 3, 3})
+      .Op("xt", "aten.t.default", {A::Node("x")}, {{6, 4}})
+      // tril / triu keep an element by its row and column index, which a
+      // device knows only within its own rows.
+      .Op("tril", "aten.tril.default", {A::Node("x")}, {{4, 6}})
+      .Op("triu_t", "aten.triu.default", {A::Node("xt"), A::Int(1)}, {{6, 4}})
+      .Op("tril_inner", "aten.tril.default", {A::Node("cube")}, {{4, 3, 3}})
+      // Order statistics do not decompose over the batch.
+      .Op("median", "aten.median.default", {A::Node("x")}, {{}})
+      .Op("median_batch", "aten.median.dim", {A::Node("x"), A::Int(0)}, {{6}, {6}})
+      .Op("kth_over_batch", "aten.kthvalue.default", {A::Node("xt"), A::Int(2)}, {{6}, {6}})
+      .Op("kth_per_sample", "aten.kthvalue.default", {A::Node("x"), A::Int(2)}, {{4}, {4}})
+      .Op("mode_per_sample", "aten.mode.default", {A::Node("x")}, {{4}, {4}})
+      // Ops without a rule: a guess even with one dim of the batch size, or
+      // none (taken as a sum over the batch).
+      .Op("unknown_same", "aten.special_shuffle.default", {A::Node("x")}, {{4, 6}})
+      .Op("unknown_reduced", "aten.special_rank.default", {A::Node("xt")}, {{6}})
+      .Op("unknown_scalar", "aten.special_quantile.default", {A::Node("x")}, {{}})
+      .Output({"tril"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  for (const char* name : {"tril", "triu_t", "median", "median_batch", "kth_over_batch"}) {
+    EXPECT_EQ(a[name].layout, Layout::kReplicate) << name;
+    EXPECT_TRUE(a.analysis().gathers_batch(a.id(name))) << name;
+    EXPECT_FALSE(a.ambiguous(name)) << name;
+  }
+  // tril keeps the rows where they were: ops on samples take theirs again.
+  EXPECT_EQ(a["tril"].dim, 0);
+  EXPECT_EQ(a["triu_t"].dim, 1);
+  EXPECT_EQ(a["median"].dim, -1);
+  EXPECT_EQ(a.analysis().element_layout(a.id("median_batch"), 1).layout, Layout::kReplicate);
+  for (const char* name : {"tril_inner", "kth_per_sample", "mode_per_sample"}) {
+    EXPECT_TRUE(IsShard(a[name], 0, 4)) << name;
+    EXPECT_FALSE(a.ambiguous(name)) << name;
+  }
+  EXPECT_TRUE(IsShard(a["unknown_same"], 0, 4));
+  EXPECT_EQ(a["unknown_reduced"].layout, Layout::kPartial);
+  EXPECT_EQ(a["unknown_scalar"].layout, Layout::kLocalScalar);
+  for (const char* name : {"unknown_same", "unknown_reduced", "unknown_scalar"}) {
+    EXPECT_TRUE(a.ambiguous(name)) << name;
+    EXPECT_THAT(a.note(name), HasSubstr("no dimension rule")) << name;
+    EXPECT_EQ(a.analysis().guess_of(a.id(name)), a.id(name)) << name;
+  }
+}
 
 TEST(BatchDimAnalysis, StopsWhenCancelled) {
   AtenGraph g;

@@ -334,6 +334,41 @@ TEST(PlanDataParallel, ReplicatedOperandsAreCutToTheShardWhereTheyDoNotBroadcast
   EXPECT_THAT(plan.redistributions(), ::testing::ElementsAre("rows->plus_rows local_chunk 0"));
 }
 
+TEST(PlanDataParallel, ReplicatedValuesReadPerSampleAreCutToTheShard) {
+  // A gather index and loss targets made inside the step (constants of the
+  // traced program, replicated) beside a batch-sharded x: each device must
+  // read its rows of them, not the whole batch's.
+  AtenGraph g;
+  g.Input("x", {4, 5})
+      .Constant("index", {4, 2})
+      .Constant("target", {4, 2})
+      .Constant("labels", {4})
+      .Constant("one_row", {1, 2})
+      .Op("picked", "aten.gather.default", {A::Node("x"), A::Int(1), A::Node("index")}, {{4, 2}})
+      .Op("mse", "aten.mse_loss.default", {A::Node("picked"), A::Node("target"), A::Int(1)}, {{}})
+      .Op("broadcast_mse", "aten.mse_loss.default",
+          {A::Node("picked"), A::Node("one_row"), A::Int(1)}, {{}})
+      .Op("logp", "aten._log_softmax.default", {A::Node("x"), A::Int(1), A::Bool(false)},
+          {{4, 5}})
+      .Op("nll", "aten.nll_loss_forward.default",
+          {A::Node("logp"), A::Node("labels"), A::None(), A::Int(1), A::Int(-100)}, {{}, {}})
+      .Op("seed", "aten.ones_like.default", {A::Node("mse")}, {{}})
+      .Op("dpicked", "aten.mse_loss_backward.default",
+          {A::Node("seed"), A::Node("picked"), A::Node("target"), A::Int(1)}, {{4, 2}})
+      .Output({"mse", "broadcast_mse", "nll", "dpicked"});
+  const Planned plan(g.Request());
+  ASSERT_TRUE(plan.response().ok()) << plan.response().status();
+  EXPECT_EQ(PlacementOf(plan.node("picked")), "Shard(0)");
+  EXPECT_EQ(PlacementOf(plan.node("dpicked")), "Shard(0)");
+  // One cut per value (later consumers reuse it); one_row broadcasts.
+  EXPECT_THAT(plan.redistributions(),
+              ::testing::ElementsAre("index->picked local_chunk 0", "target->mse local_chunk 0",
+                                     "labels->nll local_chunk 0"));
+  EXPECT_THAT(plan.node("picked").note(), HasSubstr("reads replicated 'index' per sample"));
+  EXPECT_THAT(plan.node("dpicked").note(), HasSubstr("reads replicated 'target' per sample"));
+  EXPECT_FALSE(plan.node("picked").ambiguous());
+}
+
 // ---- Issue #24, items 9-12 --------------------------------------------------------
 
 TEST(PlanDataParallel, AFlipOfTheBatchGathersItAndOpsOnSamplesTakeTheirRowsAgain) {
