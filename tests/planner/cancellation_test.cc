@@ -1,0 +1,502 @@
+// Every long-running planner stops soon after its token is cancelled.
+//
+// One case per planner entry, each on an input that keeps it planning for
+// hundreds of milliseconds to seconds in a debug build (a pathological shape
+// where the planner has one: SPARSE_NN's quadratic merging, COST_AWARE's
+// pairwise search, saturate_host on the largest inventory; else a large
+// graph). The graph is imported first, out of the timing (ImportGraph is a
+// case of its own), so that the cancel lands in the planner. Each case runs
+// four times, with Cancel() called from this thread 0, 2, 30 and 250 ms
+// after the planner started on another, and every run the cancel catches
+// planning must return within 100 ms of Cancel(), CANCELLED (or with its
+// plan, when the cancel came after the last poll). At least one run must be
+// caught and CANCELLED; later delays may come after the plan is done, as
+// they do in an optimised build, which is about ten times faster.
+//
+// The bound holds on a loaded 2-core machine in a debug build because the
+// loops poll every CancellationToken::kPollInterval steps of at most
+// microseconds. A few linear passes outside issue #24's change do not poll
+// yet; the inputs are sized so that they stay far inside the bound, and
+// UnpolledCases (disabled) shows them missing it on larger inputs.
+//
+// The one timing assertion in the unit tests, as issue #24 asks; timings of
+// the planners themselves are in tests/bench.
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "planner/cancellation.h"
+#include "planner/data_parallel/data_parallel_plan.h"
+#include "planner/devices.h"
+#include "planner/graph_import.h"
+#include "planner/partitioner.h"
+#include "planner/pipeline/pipeline_graph.h"
+#include "planner/pipeline/shard_graph.h"
+#include "planner/saturate_host.h"
+#include "planner/serialized_request.h"
+#include "planner/split_graph.h"
+#include "tests/bench/synthetic_graphs.h"
+
+namespace partplan {
+namespace {
+
+constexpr absl::Duration kCancelDelays[] = {absl::ZeroDuration(), absl::Milliseconds(2),
+                                            absl::Milliseconds(30), absl::Milliseconds(250)};
+constexpr absl::Duration kStopWithin = absl::Milliseconds(100);
+// Large enough for seconds of planning in a debug build.
+constexpr int64_t kLargeGraph = 300'000;
+
+// A planner call on a prepared input; the input outlives every call.
+using Call = std::function<absl::Status(const CancellationToken&)>;
+
+// What a case keeps alive: the request, its imported graph and devices.
+struct Prepared {
+  virtual ~Prepared() = default;
+  Call call;
+  // The calls' responses, freed after the timing: the server builds them on
+  // the call's arena and frees them after answering.
+  std::vector<std::shared_ptr<void>> kept;
+};
+
+// `response`, kept in `prepared` until the test frees it.
+template <typename Response>
+Response* Keep(Prepared* prepared, std::shared_ptr<Response> response) {
+  prepared->kept.push_back(response);
+  return response.get();
+}
+
+template <typename Request>
+struct PreparedRequest : Prepared {
+  explicit PreparedRequest(Request r) : request(std::move(r)) {
+    const CancellationToken token;
+    graph.emplace(ImportGraph(request.graph(), InputLimits(), token).value());
+  }
+  Request request;
+  std::optional<CompactGraph> graph;
+};
+
+std::unique_ptr<Prepared> Partition(v1::PartitionGraphRequest request) {
+  auto prepared = std::make_unique<PreparedRequest<v1::PartitionGraphRequest>>(std::move(request));
+  auto devices = std::make_shared<DeviceList>(
+      ImportDevices(prepared->request.devices(), InputLimits()).value());
+  PreparedRequest<v1::PartitionGraphRequest>* p = prepared.get();
+  prepared->call = [p, devices](const CancellationToken& token) {
+    return PartitionGraphPlan(*p->graph, *devices, p->request.config(),
+                              v1::NODE_REFERENCES_INDICES, token,
+                              Keep(p, std::make_shared<v1::PartitionPlan>()));
+  };
+  return prepared;
+}
+
+v1::PartitionGraphRequest WithMode(v1::PartitionGraphRequest request,
+                                   v1::PartitionerConfig::Mode mode) {
+  request.mutable_config()->set_mode(mode);
+  return request;
+}
+
+int64_t TotalBytes(const v1::Graph& graph) {
+  int64_t bytes = 0;
+  for (const v1::Node& node : graph.nodes()) bytes += node.size_bytes().total_bytes();
+  return bytes;
+}
+
+// SPARSE_NN on tables interleaved with dense layers, one device per table:
+// its merging is quadratic in the partitions there.
+v1::PartitionGraphRequest SparseNnInterleaved(int64_t nodes) {
+  const int64_t dense_bytes = TotalBytes(InterleavedRecommendationModel(nodes, 8, 0));
+  v1::PartitionGraphRequest request;
+  *request.mutable_graph() = InterleavedRecommendationModel(nodes, 8, 2 * dense_bytes);
+  int tables = 0;
+  for (const v1::Node& node : request.graph().nodes()) {
+    tables += node.module_type() == "torch.nn.Embedding" ? 1 : 0;
+  }
+  *request.mutable_devices() = EqualDevices(request.graph(), tables, 1);
+  for (v1::Device& device : *request.mutable_devices()->mutable_devices()) {
+    device.set_available_memory_bytes(dense_bytes + 2 * dense_bytes * 11 / 10);
+  }
+  request.mutable_config()->set_mode(v1::PartitionerConfig::SPARSE_NN);
+  return request;
+}
+
+// AOT_BASED with partitions of `per_partition` call_* nodes in graph order,
+// round robin on the devices.
+v1::PartitionGraphRequest AotChunks(v1::PartitionGraphRequest request, int per_partition) {
+  v1::PartitionerConfig* config = request.mutable_config();
+  config->set_mode(v1::PartitionerConfig::AOT_BASED);
+  int op_nodes = 0;
+  for (const v1::Node& node : request.graph().nodes()) {
+    if (node.op() != v1::CALL_MODULE && node.op() != v1::CALL_FUNCTION &&
+        node.op() != v1::CALL_METHOD) {
+      continue;
+    }
+    v1::NodePartition* entry = config->add_node_partitions();
+    entry->set_node(node.name());
+    entry->set_partition(op_nodes++ / per_partition);
+  }
+  const int partitions = (op_nodes + per_partition - 1) / per_partition;
+  for (int p = 0; p < partitions; ++p) {
+    v1::PartitionDevices* entry = config->add_partition_devices();
+    entry->set_partition(p);
+    entry->add_logical_device_ids(p % request.devices().devices_size());
+  }
+  return request;
+}
+
+// KL_BASED on a chain of `nodes` nodes over as many devices, each holding
+// one node (2.2 times the mean node): its search is bounded by its budget,
+// and each trial places about `nodes` partitions again.
+v1::PartitionGraphRequest KlManyDevices(int64_t nodes) {
+  v1::PartitionGraphRequest request =
+      PartitionRequest(SyntheticGraph(GraphShape::kChain, nodes), static_cast<int>(nodes));
+  const int64_t memory = TotalBytes(request.graph()) * 22 / (10 * request.graph().nodes_size());
+  for (v1::Device& device : *request.mutable_devices()->mutable_devices()) {
+    device.set_available_memory_bytes(memory);
+  }
+  request.mutable_config()->set_mode(v1::PartitionerConfig::KL_BASED);
+  return request;
+}
+
+// saturate_host on a graph that fits one device, with the most devices an
+// inventory may hold: one used device, so a replica a round and a round
+// per device.
+v1::PartitionGraphRequest SaturateManyDevices() {
+  v1::PartitionGraphRequest request =
+      PartitionRequest(SyntheticGraph(GraphShape::kChain, 1000), 1);
+  const int64_t memory = request.devices().devices(0).available_memory_bytes();
+  request.mutable_devices()->clear_devices();
+  for (int d = 0; d < InputLimits().max_devices; ++d) {
+    v1::Device* device = request.mutable_devices()->add_devices();
+    device->set_name(absl::StrCat("gpu", d));
+    device->set_logical_id(d);
+    device->set_available_memory_bytes(memory);
+  }
+  request.mutable_config()->set_saturate_host(true);
+  return request;
+}
+
+std::unique_ptr<Prepared> Split(int64_t nodes) {
+  v1::SplitGraphRequest request;
+  *request.mutable_graph() = ResidualStack(nodes);
+  int op_nodes = 0;
+  for (const v1::Node& node : request.graph().nodes()) {
+    if (node.op() != v1::CALL_MODULE && node.op() != v1::CALL_FUNCTION) continue;
+    v1::NodePartition* entry = request.add_assignments();
+    entry->set_node(node.name());
+    entry->set_partition(op_nodes++ / 64);
+  }
+  auto prepared = std::make_unique<PreparedRequest<v1::SplitGraphRequest>>(std::move(request));
+  PreparedRequest<v1::SplitGraphRequest>* p = prepared.get();
+  prepared->call = [p](const CancellationToken& token) {
+    return SplitGraphPlan(*p->graph, p->request, token,
+                          Keep(p, std::make_shared<v1::SplitGraphResponse>()));
+  };
+  return prepared;
+}
+
+// A residual stack with its module hierarchy (root and one Linear per
+// layer); BALANCED gets `stages` devices of alternately 1x and 2x a share.
+std::unique_ptr<Prepared> Shard(int64_t nodes, v1::ShardConfig::Mode mode, int stages) {
+  v1::ShardGraphRequest request;
+  v1::Graph* graph = request.mutable_graph();
+  *graph = ResidualStack(nodes);
+  int64_t parameters = 0;
+  int64_t total_bytes = 0;
+  for (const v1::Node& node : graph->nodes()) {
+    total_bytes += node.size_bytes().total_bytes();
+    if (node.op() == v1::CALL_MODULE) {
+      v1::Module* module = graph->add_modules();
+      module->set_qualified_name(node.target());
+      module->set_module_type(node.module_type());
+      module->set_parameter_count(node.parameter_count());
+      parameters += node.parameter_count();
+    }
+  }
+  graph->add_modules()->set_parameter_count(parameters);  // the root
+  request.mutable_config()->set_mode(mode);
+  request.mutable_config()->set_shard_count(stages);
+  if (mode == v1::ShardConfig::BALANCED) {
+    const int64_t share = total_bytes / (stages + stages / 2) + total_bytes / (5 * stages);
+    for (int s = 0; s < stages; ++s) {
+      v1::Device* device = request.mutable_devices()->add_devices();
+      device->set_name(absl::StrCat("gpu", s));
+      device->set_logical_id(s);
+      device->set_available_memory_bytes(s % 2 == 0 ? share : 2 * share);
+    }
+    request.mutable_devices()->set_transfer_rate_bytes_per_second(1e10);
+  }
+  auto prepared = std::make_unique<PreparedRequest<v1::ShardGraphRequest>>(std::move(request));
+  PreparedRequest<v1::ShardGraphRequest>* p = prepared.get();
+  prepared->call = [p](const CancellationToken& token) {
+    return ShardGraphPlan(*p->graph, p->request, token,
+                          Keep(p, std::make_shared<v1::ShardGraphResponse>()));
+  };
+  return prepared;
+}
+
+// A pipeline as fairscale's tracer records one: pairs of modules, the
+// first returning two values the second reads through a getitem each.
+std::unique_ptr<Prepared> Pipeline(int64_t nodes) {
+  v1::BuildPipelineGraphRequest request;
+  v1::Graph& graph = *request.mutable_graph();
+  const auto add_node = [&graph](const std::string& name, v1::Op op, const std::string& target) {
+    v1::Node* node = graph.add_nodes();
+    node->set_name(name);
+    node->set_op(op);
+    node->set_target(target);
+    return node;
+  };
+  const auto add_module = [&](const std::string& name) {
+    v1::Node* node = add_node(name, v1::CALL_MODULE, name);
+    v1::ModuleWorker* worker = request.add_workers();
+    worker->set_target(name);
+    worker->set_worker(absl::StrCat("worker", request.workers_size() % 8));
+    return node;
+  };
+  add_node("x", v1::PLACEHOLDER, "x");
+  std::string previous = "x";
+  for (int64_t pair = 0; 4 * pair + 2 < nodes; ++pair) {
+    const std::string first = absl::StrCat("stage", 2 * pair);
+    add_module(first)->add_args()->set_node(previous);
+    std::vector<std::string> items;
+    for (int element = 0; element < 2; ++element) {
+      items.push_back(absl::StrCat(first, "_", element));
+      v1::Node* node = add_node(items.back(), v1::CALL_FUNCTION, "operator.getitem");
+      node->add_args()->set_node(first);
+      node->add_args()->set_int_(element);
+    }
+    v1::Node* second = add_module(absl::StrCat("stage", 2 * pair + 1));
+    for (const std::string& item : items) second->add_args()->set_node(item);
+    previous = second->name();
+  }
+  add_node("output", v1::OUTPUT, "output")->add_args()->set_node(previous);
+  auto prepared =
+      std::make_unique<PreparedRequest<v1::BuildPipelineGraphRequest>>(std::move(request));
+  PreparedRequest<v1::BuildPipelineGraphRequest>* p = prepared.get();
+  prepared->call = [p](const CancellationToken& token) {
+    return BuildPipelineGraphPlan(*p->graph, p->request, token,
+                                  Keep(p, std::make_shared<v1::BuildPipelineGraphResponse>()));
+  };
+  return prepared;
+}
+
+std::unique_ptr<Prepared> DataParallel(int64_t nodes) {
+  auto prepared = std::make_unique<PreparedRequest<v1::PlanDataParallelRequest>>(
+      DataParallelMlpRequest(nodes));
+  PreparedRequest<v1::PlanDataParallelRequest>* p = prepared.get();
+  prepared->call = [p](const CancellationToken& token) {
+    return Keep(p, std::make_shared<absl::StatusOr<v1::PlanDataParallelResponse>>(
+                       PlanDataParallelPlan(*p->graph, p->request, token)))
+        ->status();
+  };
+  return prepared;
+}
+
+// The import alone, from serialised bytes as the server reads them.
+std::unique_ptr<Prepared> Import(int64_t nodes) {
+  struct PreparedImport : Prepared {
+    std::string bytes;
+  };
+  auto prepared = std::make_unique<PreparedImport>();
+  prepared->bytes = ResidualStack(nodes).SerializeAsString();
+  PreparedImport* p = prepared.get();
+  prepared->call = [p](const CancellationToken& token) {
+    const ChunkedBytes bytes(p->bytes);
+    return Keep(p, std::make_shared<absl::StatusOr<CompactGraph>>(
+                       ImportGraph(GraphSource::Serialized(bytes), InputLimits(), token)))
+        ->status();
+  };
+  return prepared;
+}
+
+struct Case {
+  std::string name;
+  std::function<std::unique_ptr<Prepared>()> prepare;
+  // False where the whole plan takes only milliseconds since issue #24
+  // (saturate_host, bounded by the inventory): only the bound is checked.
+  bool always_running = true;
+};
+
+std::vector<Case> Cases() {
+  using Mode = v1::PartitionerConfig;
+  const auto large = [](GraphShape shape, int64_t nodes, int devices) {
+    return PartitionRequest(SyntheticGraph(shape, nodes), devices);
+  };
+  // Smaller graphs where a linear pass outside issue #24's change does not
+  // poll (see UnpolledCases): ImportGraph's LocateNodes and CheckModules,
+  // AotPartition, StageModel, and MapPartitionsToDevices pricing a few
+  // large partitions on each device (KL_BASED re-places them every trial).
+  return {
+      {"ImportGraph", [] { return Import(100'000); }},
+      {"SizeBased",
+       [=] {
+         return Partition(WithMode(large(GraphShape::kResidual, 200'000, 8), Mode::SIZE_BASED));
+       }},
+      {"SparseNnInterleaved", [] { return Partition(SparseNnInterleaved(40'000)); }},
+      {"CostAware",
+       [] { return Partition(WithMode(ResidualStackRequest(128, 4), Mode::COST_AWARE)); }},
+      {"KlBased",
+       [=] { return Partition(WithMode(large(GraphShape::kChain, 20'000, 8), Mode::KL_BASED)); }},
+      {"AotBased",
+       [=] { return Partition(AotChunks(large(GraphShape::kTransformer, 50'000, 8), 1000)); }},
+      {"SaturateHost", [] { return Partition(SaturateManyDevices()); }, false},
+      {"ShardGraphBalanced", [] { return Shard(150'000, v1::ShardConfig::BALANCED, 8); }},
+      {"BuildPipelineGraph", [] { return Pipeline(100'000); }},
+      {"PlanDataParallel", [] { return DataParallel(75'000); }},
+  };
+}
+
+// Planners with a linear loop that does not poll, in files outside issue
+// #24's change (see its report): at this size they overrun the bound by
+// tens of milliseconds in a debug build, and by more at --max_nodes.
+// Disabled until those loops poll; run them with
+// --gtest_also_run_disabled_tests.
+std::vector<Case> UnpolledCases() {
+  return {
+      // split_graph.cc: PartitionOfNodes (a name lookup per assignment),
+      // SplitResponseWriter, and SplitGraphPlan's parse of the bytes.
+      {"SplitGraph", [] { return Split(kLargeGraph); }},
+      // pipeline/stage_model.cc and auto_shard.cc's ModuleParameterCharges:
+      // the module hierarchy and parameter charges, before AutoShard polls.
+      {"ShardGraphFairscale", [] { return Shard(kLargeGraph, v1::ShardConfig::FAIRSCALE, 8); }},
+      // device_mapping.cc: MapPartitionsToDevices polls once per 4096
+      // partitions, but each partition may pass over every device and price
+      // itself on each that holds one; a KL_BASED trial here re-places 2,000
+      // partitions on 2,000 devices between two polls.
+      {"KlBasedManyDevices", [] { return Partition(KlManyDevices(2000)); }},
+      // The same with 8 partitions of 37,500 nodes: each is priced on every
+      // device already holding one, node by node, with no poll in between.
+      {"KlBasedLargePartitions",
+       [] {
+         return Partition(
+             WithMode(PartitionRequest(SyntheticGraph(GraphShape::kChain, kLargeGraph), 8),
+                      v1::PartitionerConfig::KL_BASED));
+       }},
+  };
+}
+
+class CancellationTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CancellationTest, StopsWithin100msOfCancel) {
+  const std::unique_ptr<Prepared> prepared = GetParam().prepare();
+  int cancelled_runs = 0;  // runs the cancel caught planning, ended CANCELLED
+  for (const absl::Duration delay : kCancelDelays) {
+    SCOPED_TRACE(absl::StrCat("cancelled ", absl::FormatDuration(delay), " after the start"));
+    CancellationToken token;
+    absl::Notification started;
+    absl::Status status;
+    absl::Time returned;
+    std::thread planner([&] {
+      started.Notify();
+      status = prepared->call(token);
+      returned = absl::Now();
+    });
+    started.WaitForNotification();
+    absl::SleepFor(delay);
+    const absl::Time cancelled = absl::Now();
+    token.Cancel();
+    planner.join();
+    prepared->kept.clear();
+    if (returned < cancelled) continue;  // done before the cancel: nothing to check
+    EXPECT_LT(returned - cancelled, kStopWithin)
+        << "returned " << absl::FormatDuration(returned - cancelled) << " after Cancel()";
+    // A cancel after the planner's last poll may still see its plan.
+    if (!status.ok()) {
+      EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+      ++cancelled_runs;
+    }
+  }
+  if (GetParam().always_running) {
+    EXPECT_GT(cancelled_runs, 0) << "every cancel came after the plan was done: make the input "
+                                    "larger";
+  }
+}
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(Planners, CancellationTest, ::testing::ValuesIn(Cases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(DISABLED_Unpolled, CancellationTest, ::testing::ValuesIn(UnpolledCases()),
+                         CaseName);
+
+// Not a check: for an audit, cancels each planner at 20 points across its
+// uncancelled run and prints the longest stop. Run with
+// --gtest_also_run_disabled_tests --gtest_filter='*Sweep*', and
+// CANCELLATION_SWEEP_CASE=<name> in the environment for one case.
+TEST(CancellationSweep, DISABLED_Sweep) {
+  std::vector<Case> cases = Cases();
+  for (Case& unpolled : UnpolledCases()) cases.push_back(std::move(unpolled));
+  const char* only = std::getenv("CANCELLATION_SWEEP_CASE");  // a case name, or all
+  for (const Case& c : cases) {
+    if (only != nullptr && c.name != only) continue;
+    const std::unique_ptr<Prepared> prepared = c.prepare();
+    const CancellationToken live;
+    const absl::Time start = absl::Now();
+    const absl::Status uncancelled = prepared->call(live);
+    const absl::Duration full = absl::Now() - start;
+    prepared->kept.clear();
+    absl::Duration worst;
+    double worst_at = 0;
+    for (int k = 1; k < 20; ++k) {
+      CancellationToken token;
+      absl::Notification started;
+      absl::Time returned;
+      std::thread planner([&] {
+        started.Notify();
+        prepared->call(token).IgnoreError();
+        returned = absl::Now();
+      });
+      started.WaitForNotification();
+      absl::SleepFor(full * k / 20);
+      const absl::Time cancelled = absl::Now();
+      token.Cancel();
+      planner.join();
+      prepared->kept.clear();
+      if (returned - cancelled > worst) {
+        worst = returned - cancelled;
+        worst_at = k / 20.0;
+      }
+    }
+    std::printf("%-22s full run %-12s (%s), longest stop %-12s at %.2f of it\n", c.name.c_str(),
+                absl::FormatDuration(full).c_str(), uncancelled.ok() ? "OK" : "error",
+                absl::FormatDuration(worst).c_str(), worst_at);
+  }
+}
+
+// saturate_host polls its token in every loop: a token that has already
+// fired stops it, wherever the time goes (here 65,536 devices in rounds).
+TEST(SaturateHostCancellationTest, FiredTokenStopsIt) {
+  const v1::PartitionGraphRequest request = SaturateManyDevices();
+  const DeviceList devices = ImportDevices(request.devices(), InputLimits()).value();
+  // One partition on the first device.
+  const auto plan = [&devices] {
+    PartitionSet set;
+    set.partitions.emplace_back();
+    set.partitions[0].memory_bytes = 1;
+    set.partitions[0].logical_device_ids.push_back(devices[0].logical_id);
+    return set;
+  };
+  PartitionSet set = plan();
+  std::vector<DeviceLoad> loads(devices.size());
+  CancellationToken token;
+  token.Cancel();
+  EXPECT_EQ(SaturateHost(devices, token, &set, &loads).code(), absl::StatusCode::kCancelled);
+  // With a live token it copies the device to every other.
+  set = plan();
+  loads.assign(devices.size(), DeviceLoad());
+  const CancellationToken live;
+  ASSERT_TRUE(SaturateHost(devices, live, &set, &loads).ok());
+  EXPECT_EQ(set.partitions[0].logical_device_ids.size(), static_cast<size_t>(devices.size()));
+}
+
+}  // namespace
+}  // namespace partplan
