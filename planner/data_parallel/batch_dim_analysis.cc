@@ -830,7 +830,8 @@ class BatchDimAnalyzer {
   absl::StatusOr<ValueLayout> WithScale(const OpRule& rule, const NodeArgs& args,
                                         const Operands& operands, ValueLayout value) const {
     const bool per_device = value.layout == Layout::kShard || value.layout == Layout::kLocalScalar;
-    bool scaled = operands.scaled;
+    // A factory's values (new_zeros of a scaled gradient) are its own.
+    bool scaled = operands.scaled && rule.family != OpFamily::kFactory;
     if (!scaled && per_device) {
       PARTPLAN_ASSIGN_OR_RETURN(scaled, DividesByOwnSamples(rule, args, value));
     }
@@ -911,7 +912,11 @@ class BatchDimAnalyzer {
       value.layout = Layout::kReplicate;
       return value;
     }
-    if (!operands.has_batch()) return WithoutBatch(v, rule, args, operands, output, value);
+    // A factory's operand (new_zeros' self) gives only its dtype and
+    // device: the values are new, shaped by the arguments.
+    if (!operands.has_batch() || rule.family == OpFamily::kFactory) {
+      return WithoutBatch(v, rule, args, operands, output, value);
+    }
     if (rule.family == OpFamily::kFactoryLike) {
       // The values are new, the layout is the operand's.
       const NodeId u = args.NodeAt(args.Get(0, "self"));
@@ -924,6 +929,7 @@ class BatchDimAnalyzer {
         value = scalar;
         value.local_mean = operands.local_mean;
         if (rule.divides && value.reduce == ReduceOp::kSum) MeanBySize(v, args, &value);
+        FlagNonlinearInLocalScalars(v, rule, args, operands);
         return value;
       }
       return Generic(v, operands, output, Broadcasts(rule));
@@ -1036,6 +1042,49 @@ class BatchDimAnalyzer {
                          forward ? "; save_mean and save_invstd are then the batch's, replicated"
                                  : ""));
     result_.syncs_[v] = std::move(sync);
+  }
+
+  // A local scalar's whole value is the sum or average of the devices'
+  // values, which only ops linear in it keep: ones_like & co, views, sums
+  // and differences of local scalars that combine alike, a product with or
+  // quotient by values that are not local scalars. Anything else (a local
+  // sum divided by another, as the backward of median divides by the count
+  // of its ties; sqrt or log of a loss) is not the same combination of the
+  // devices' values: flagged, as the size rule's guesses are.
+  void FlagNonlinearInLocalScalars(NodeId v, const OpRule& rule, const NodeArgs& args,
+                                   const Operands& operands) {
+    if (rule.family == OpFamily::kFactoryLike || rule.family == OpFamily::kFactory ||
+        rule.family == OpFamily::kView) {
+      return;
+    }
+    const ValueLayout& first = layout(operands.local_scalars.front());
+    bool alike = true;
+    for (NodeId u : operands.local_scalars) {
+      alike &= layout(u).reduce == first.reduce && layout(u).scaled == first.scaled;
+    }
+    const size_t count = operands.local_scalars.size();
+    bool linear = false;
+    switch (rule.linearity) {
+      case Linearity::kEveryOperand:
+        linear = alike;
+        break;
+      case Linearity::kOneOperand:
+        linear = count == 1;
+        break;
+      case Linearity::kFirstOperand:
+        linear = count == 1 && args.NodeAt(args.Get(0, "self")) == operands.local_scalars.front();
+        break;
+      case Linearity::kNone:
+        break;
+    }
+    if (linear) return;
+    std::vector<std::string> names;
+    for (NodeId u : operands.local_scalars) names.push_back(absl::StrCat("'", proto(u).name(), "'"));
+    Guess(v, absl::StrCat("combines full reductions over the batch (", absl::StrJoin(names, ", "),
+                          ") that each device keeps for its own samples by an op that is not "
+                          "linear in them: the devices' results do not ",
+                          first.reduce == ReduceOp::kAvg ? "average" : "add up",
+                          " to the whole batch's (that needs the whole values, all-reduced first)"));
   }
 
   // Flags v ambiguous: its layout is the size rule's guess, not a rule's.

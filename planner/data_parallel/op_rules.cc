@@ -316,7 +316,11 @@ OpRuleTable::OpRuleTable() {
   add({"binary_cross_entropy_with_logits.default"}, Loss(4));
   // Concatenation, splitting and indexing along a dim.
   add({"cat.default"}, AlongDim(OpFamily::kCat, 1, false));
-  add({"split.Tensor", "split_with_sizes.default"}, AlongDim(OpFamily::kSplit, 2, false));
+  // unsafe_split / unsafe_chunk: split's, without its aliasing checks
+  // (nn.LSTMCell / GRUCell chunk their gates with them).
+  add({"split.Tensor", "split_with_sizes.default", "unsafe_split.Tensor",
+       "unsafe_split_with_sizes.default", "unsafe_chunk.default", "chunk.default"},
+      AlongDim(OpFamily::kSplit, 2, false));
   add({"unbind.int"}, AlongDim(OpFamily::kSplit, 1, true));
   add({"select.int"}, AlongDim(OpFamily::kIndexDim, 1, true));
   add({"slice.Tensor"}, AlongDim(OpFamily::kIndexDim, 1, false, /*slices=*/true));

@@ -1178,6 +1178,67 @@ TEST(BatchDimAnalysis, PositionDependentOpsOverTheBatchNeedItWholeOrAreFlagged) 
   }
 }
 
+TEST(BatchDimAnalysis, FactoriesAndSplitsWithoutAliasingChecksHaveRules) {
+  // new_zeros takes only dtype and device from its operand (make_fx's
+  // backward of gather and kthvalue); nn.LSTMCell chunks its gates with
+  // unsafe_split. On a [4, 8] batch split into [4, 4] pieces the size rule
+  // alone could not tell.
+  AtenGraph g;
+  g.Input("x", {4, 8})
+      .Op("zeros", "aten.new_zeros.default", {A::Node("x"), A::Ints({4, 5})}, {{4, 5}})
+      .Op("zeros_t", "aten.new_zeros.default", {A::Node("x"), A::Ints({5, 4})}, {{5, 4}})
+      .Op("square", "aten.new_zeros.default", {A::Node("x"), A::Ints({4, 4})}, {{4, 4}})
+      .Op("gates", "aten.unsafe_split.Tensor", {A::Node("x"), A::Int(4), A::Int(1)},
+          {{4, 4}, {4, 4}})
+      .Op("chunks", "aten.unsafe_chunk.default", {A::Node("x"), A::Int(2), A::Int(1)},
+          {{4, 4}, {4, 4}})
+      .Output({"zeros"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(IsShard(a["zeros"], 0, 4));
+  EXPECT_TRUE(IsShard(a["zeros_t"], 1, 4));
+  for (const char* name : {"zeros", "zeros_t", "gates", "chunks"}) {
+    EXPECT_FALSE(a.ambiguous(name)) << name;
+  }
+  EXPECT_TRUE(a.ambiguous("square"));  // two new dims of the batch size
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_TRUE(IsShard(a.analysis().element_layout(a.id("gates"), k), 0, 4)) << k;
+    EXPECT_TRUE(IsShard(a.analysis().element_layout(a.id("chunks"), k), 0, 4)) << k;
+  }
+}
+
+TEST(BatchDimAnalysis, OpsNotLinearInTheDevicesLocalScalarsAreFlagged) {
+  // Each device keeps its own full reductions; only ops linear in them keep
+  // "the whole value is the sum / average of the devices' values".
+  AtenGraph g;
+  g.Input("x", {4, 3})
+      .Op("loss", "aten.mean.default", {A::Node("x")}, {{}})
+      .Op("total", "aten.sum.default", {A::Node("x")}, {{}})
+      .Op("count", "aten.sum.default", {A::Node("x")}, {{}})
+      .Op("twice", "aten.add.Tensor", {A::Node("loss"), A::Node("loss")}, {{}})
+      .Op("scaled", "aten.mul.Tensor", {A::Node("loss"), A::Float(0.5)}, {{}})
+      .Op("seed", "aten.ones_like.default", {A::Node("loss")}, {{}})
+      .Op("mean_by_size", "aten.div.Tensor", {A::Node("total"), A::Int(12)}, {{}})
+      // The backward of median divides by the count of ties: per device,
+      // its own partial gradient by its own count.
+      .Op("per_tie", "aten.div.Tensor", {A::Node("total"), A::Node("count")}, {{}})
+      .Op("rmse", "aten.sqrt.default", {A::Node("loss")}, {{}})
+      .Op("mixed", "aten.add.Tensor", {A::Node("loss"), A::Node("total")}, {{}})
+      .Op("after", "aten.mul.Tensor", {A::Node("per_tie"), A::Float(2.0)}, {{}})
+      .Output({"twice"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  for (const char* name : {"twice", "scaled", "seed", "mean_by_size"}) {
+    EXPECT_EQ(a[name].layout, Layout::kLocalScalar) << name;
+    EXPECT_FALSE(a.ambiguous(name)) << name;
+  }
+  for (const char* name : {"per_tie", "rmse", "mixed"}) {
+    EXPECT_TRUE(a.ambiguous(name)) << name;
+    EXPECT_THAT(a.note(name), HasSubstr("not linear in them")) << name;
+  }
+  EXPECT_EQ(a.analysis().guess_of(a.id("after")), a.id("per_tie"));
+}
+
 TEST(BatchDimAnalysis, StopsWhenCancelled) {
   AtenGraph g;
   g.Input("x", {4}).Op("r", "aten.relu.default", {A::Node("x")}, {{4}}).Output({"r"});
