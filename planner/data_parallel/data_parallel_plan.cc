@@ -1,6 +1,7 @@
 #include "planner/data_parallel/data_parallel_plan.h"
 
 #include <limits>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -24,12 +25,16 @@ struct Place {
   // value's (ValueLayout::scaled). A property of the values, not of where
   // they lie: placements compare without it.
   int32_t scale = 1;
+  // SHARD: the batch's dim merges this many outer elements with it, so each
+  // device's rows interleave (ValueLayout::batch_outer); 1 for a block.
+  int64_t interleave = 1;
 
   bool operator==(const Place& other) const {
-    return kind == other.kind && (kind != v1::Placement::SHARD || dim == other.dim) &&
+    return kind == other.kind &&
+           (kind != v1::Placement::SHARD || (dim == other.dim && interleave == other.interleave)) &&
            (kind != v1::Placement::PARTIAL || reduce == other.reduce);
   }
-  // A key for de-duplicating redistributions of one value.
+  // A key for de-duplicating redistributions of one value (with interleave).
   int64_t Key() const {
     return (static_cast<int64_t>(kind) << 40) | (static_cast<int64_t>(reduce) << 32) |
            static_cast<uint32_t>(dim);
@@ -39,11 +44,16 @@ struct Place {
     if (kind == v1::Placement::SHARD) placement->set_dim(dim);
     if (kind == v1::Placement::PARTIAL) placement->set_reduce_op(ReduceOpName(reduce));
     if (scale > 1) placement->set_scale(scale);
+    if (kind == v1::Placement::SHARD && interleave > 1) placement->set_interleave(interleave);
   }
 };
 
 Place Replicate() { return Place{v1::Placement::REPLICATE, 0, ReduceOp::kSum}; }
-Place ShardOn(int32_t dim) { return Place{v1::Placement::SHARD, dim, ReduceOp::kSum}; }
+Place ShardOn(int32_t dim, int64_t interleave = 1) {
+  Place place{v1::Placement::SHARD, dim, ReduceOp::kSum};
+  place.interleave = interleave;
+  return place;
+}
 
 // The collective that moves a value from one placement to another, and the
 // bytes each of `n` devices sends for a value of `bytes` (ring algorithms).
@@ -100,7 +110,9 @@ class PlanBuilder {
       for (NodeId u : graph_.inputs(v)) {
         const absl::optional<Place> need = Need(u, v);
         if (!need.has_value() || *need == places_[u]) continue;
-        if (!redistributed_.insert({u, need->Key()}).second) continue;  // already there
+        if (!redistributed_.insert({u, need->Key(), need->interleave}).second) {
+          continue;  // already there
+        }
         AddRedistribution(u, v, *need, &response);
       }
     }
@@ -124,6 +136,7 @@ class PlanBuilder {
       case Layout::kModelState:
         return placement_.sharded(v) ? ShardOn(0) : Replicate();
       case Layout::kShard:
+        return ShardOn(value.dim, value.batch_outer);
       case Layout::kLocalScalar:  // upstream keeps a full reduction sharded
         return ShardOn(value.dim);
       case Layout::kPartial:
@@ -214,7 +227,8 @@ class PlanBuilder {
     if (at < 0 || at >= static_cast<int64_t>(operand.size()) || operand[at] == 1) {
       return absl::nullopt;
     }
-    return ShardOn(static_cast<int32_t>(at));
+    // The device's rows of the output's dim, interleaved as the output's are.
+    return ShardOn(static_cast<int32_t>(at), places_[v].interleave);
   }
 
   bool BroadcastsAlongDim0(NodeId u, NodeId v) const {
@@ -270,7 +284,7 @@ class PlanBuilder {
   BatchDimAnalysis analysis_;
   ParameterPlacement placement_;
   std::vector<Place> places_;
-  absl::flat_hash_set<std::pair<NodeId, int64_t>> redistributed_;
+  absl::flat_hash_set<std::tuple<NodeId, int64_t, int64_t>> redistributed_;
 };
 
 }  // namespace

@@ -369,6 +369,37 @@ TEST(PlanDataParallel, ReplicatedValuesReadPerSampleAreCutToTheShard) {
   EXPECT_FALSE(plan.node("picked").ambiguous());
 }
 
+TEST(PlanDataParallel, ABatchMergedInsideAnotherDimSaysItsRowsInterleave) {
+  // nn.MultiheadAttention's in-projection: [B, S, H] transposed to
+  // [S, B, H] and viewed as [S*B, H]. Each device's rows are B/N of every
+  // S block: Shard(0) of a contiguous block would be wrong.
+  AtenGraph g;
+  g.Input("x", {4, 5, 8})
+      .Input("w", {8, 8})
+      .Constant("pos", {20, 8})
+      .Op("xt", "aten.transpose.int", {A::Node("x"), A::Int(1), A::Int(0)}, {{5, 4, 8}})
+      .Op("flat", "aten.view.default", {A::Node("xt"), A::Ints({20, 8})}, {{20, 8}})
+      .Op("mm", "aten.mm.default", {A::Node("flat"), A::Node("w")}, {{20, 8}})
+      .Op("plus", "aten.add.Tensor", {A::Node("mm"), A::Node("pos")}, {{20, 8}})
+      .Op("back", "aten.view.default", {A::Node("plus"), A::Ints({5, 4, 8})}, {{5, 4, 8}})
+      .Output({"back"});
+  const Planned plan(g.Request({{"w", v1::PARAMETER}}));
+  ASSERT_TRUE(plan.response().ok()) << plan.response().status();
+  for (const char* name : {"flat", "mm", "plus"}) {
+    EXPECT_EQ(PlacementOf(plan.node(name)), "Shard(0)") << name;
+    EXPECT_EQ(plan.node(name).placement().interleave(), 5) << name;
+  }
+  EXPECT_EQ(PlacementOf(plan.node("back")), "Shard(1)");
+  EXPECT_EQ(plan.node("back").placement().interleave(), 0);
+  EXPECT_EQ(plan.node("xt").placement().interleave(), 0);
+  // The replicated [20, 8] is cut to the device's interleaved rows.
+  ASSERT_EQ(plan.response()->redistributions_size(), 1);
+  const v1::Redistribution& cut = plan.response()->redistributions(0);
+  EXPECT_EQ(cut.value(), "pos");
+  EXPECT_EQ(cut.collective(), "local_chunk");
+  EXPECT_EQ(cut.to_placement().interleave(), 5);
+}
+
 // ---- Issue #24, items 9-12 --------------------------------------------------------
 
 TEST(PlanDataParallel, AFlipOfTheBatchGathersItAndOpsOnSamplesTakeTheirRowsAgain) {
