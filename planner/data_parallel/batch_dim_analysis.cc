@@ -407,7 +407,34 @@ class BatchDimAnalyzer {
       }
     }
     if (rule.per_sample_args != 0) CutPerSampleOperands(v, rule, args);
+    if (operands.scaled && rule.linearity == Linearity::kEveryOperand) FlagMixedScale(v);
     return absl::OkStatus();
+  }
+
+  // A sum of the backward of a mean loss as each device takes it (N times
+  // the whole: ValueLayout::scaled) and a gradient already reduced to the
+  // whole batch's (a Partial average all-reduced, then cut to the rows: the
+  // backward through a gathered batch) is neither N times nor once the
+  // whole: flagged.
+  void FlagMixedScale(NodeId v) {
+    NodeId scaled = -1;
+    NodeId whole = -1;
+    for (NodeId u : graph_.inputs(v)) {
+      const ValueLayout& value = layout(u);
+      if (value.layout == Layout::kNotTensor || value.layout == Layout::kModelState) continue;
+      if (value.scaled) {
+        if (scaled < 0) scaled = u;
+      } else if (value.local_mean && whole < 0) {
+        whole = u;
+      }
+    }
+    if (scaled < 0 || whole < 0) return;
+    Guess(v, absl::StrCat("adds '", proto(scaled).name(),
+                          "', the backward of a mean loss over each device's own samples (scale "
+                          "N), to '",
+                          proto(whole).name(),
+                          "', a gradient already reduced to the whole batch's: the result is "
+                          "neither; the scale it is given is a guess"));
   }
 
   // The per-sample argument at `position` (OpRule::per_sample_args), by

@@ -64,6 +64,12 @@
 //   dim a batch operand lands on when broadcast (else upstream's first
 //   match) is the guess. Every node computed from a guess carries it
 //   (`guess_of`).
+// - Local scalars combine as the sum or average of the devices' values
+//   only through ops linear in them (ones_like, views, sums of alike ones,
+//   products with or quotients by other values); any other op of them (a
+//   local sum divided by another, sqrt of a loss) is flagged ambiguous. So
+//   is a sum of a scaled gradient with one already reduced to the whole
+//   batch's (`scaled` below), which is neither.
 // - No batch-sharded operand: Replicate; Partial operands stay Partial
 //   through linear ops and are reduced before any other. But a new tensor
 //   (a factory such as zeros, or a view that broadcasts) with a dim of the

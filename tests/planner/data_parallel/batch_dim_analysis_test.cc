@@ -1239,6 +1239,36 @@ TEST(BatchDimAnalysis, OpsNotLinearInTheDevicesLocalScalarsAreFlagged) {
   EXPECT_EQ(a.analysis().guess_of(a.id("after")), a.id("per_tie"));
 }
 
+TEST(BatchDimAnalysis, ASumOfScaledAndWholeGradientsIsFlagged) {
+  // The backward of a mean loss as each device takes it (N times the
+  // whole: scaled) plus a gradient reduced to the whole batch's (here a
+  // Partial average made whole by exp's all-reduce; in median_scale the
+  // backward through a gathered kthvalue) is neither.
+  AtenGraph g;
+  g.Input("x", {4, 3})
+      .Op("loss", "aten.mean.default", {A::Node("x")}, {{}})
+      .Op("seed", "aten.ones_like.default", {A::Node("loss")}, {{}})
+      .Op("spread", "aten.expand.default", {A::Node("seed"), A::Ints({4, 3})}, {{4, 3}})
+      .Op("dy", "aten.div.Tensor", {A::Node("spread"), A::Int(12)}, {{4, 3}})
+      .Op("column", "aten.sum.dim_IntList", {A::Node("dy"), A::Ints({0}), A::Bool(true)},
+          {{1, 3}})
+      .Op("whole", "aten.exp.default", {A::Node("column")}, {{1, 3}})
+      .Op("mixed", "aten.add.Tensor", {A::Node("dy"), A::Node("whole")}, {{4, 3}})
+      .Op("alike", "aten.add.Tensor", {A::Node("dy"), A::Node("dy")}, {{4, 3}})
+      .Op("by_input", "aten.mul.Tensor", {A::Node("dy"), A::Node("x")}, {{4, 3}})
+      .Output({"mixed", "alike", "by_input"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(a["dy"].scaled);
+  EXPECT_EQ(a["whole"].layout, Layout::kReplicate);
+  EXPECT_FALSE(a["whole"].scaled);
+  EXPECT_TRUE(a.ambiguous("mixed"));
+  EXPECT_THAT(a.note("mixed"), HasSubstr("the result is neither"));
+  for (const char* name : {"dy", "alike", "by_input"}) {
+    EXPECT_FALSE(a.ambiguous(name)) << name;
+  }
+}
+
 TEST(BatchDimAnalysis, StopsWhenCancelled) {
   AtenGraph g;
   g.Input("x", {4}).Op("r", "aten.relu.default", {A::Node("x")}, {{4}}).Output({"r"});
