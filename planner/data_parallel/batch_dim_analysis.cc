@@ -1232,7 +1232,16 @@ class BatchDimAnalyzer {
       for (size_t d = 0; d < output.size(); ++d) {
         if (output[d] == batch_size_) batch_dims.push_back(static_cast<int32_t>(d));
       }
-      if (!batch_dims.empty()) return NewBatchDim(v, value, batch_dims, output);
+      if (!batch_dims.empty()) {
+        value = NewBatchDim(v, value, batch_dims, output);
+        if (rule.family != OpFamily::kFactory && !result_.ambiguous_[v]) {
+          // Not a factory of uniform values: arange(B) made per device is
+          // 0..B/N-1 on every device, not each device's rows of it.
+          Guess(v, "an op without a dimension rule made it: its values may depend on their "
+                   "position (arange), which on a device is not its rows' of the whole");
+        }
+        return value;
+      }
     }
     value.layout = Layout::kReplicate;
     if (!operands.any_partial || rule.family == OpFamily::kFactoryLike) return value;
@@ -1355,6 +1364,8 @@ class BatchDimAnalyzer {
       case OpFamily::kSplit:
       case OpFamily::kIndexDim:
         return AlongDimFate(rule, args, u, in, b, output);
+      case OpFamily::kIndexDimBackward:
+        return IndexDimBackwardFate(rule, args, u, in, b, output);
       default:
         return NoRule();
     }
@@ -1481,6 +1492,28 @@ class BatchDimAnalyzer {
       if ((start == 0 || start <= -in[b]) && end >= in[b] && step == 1) {
         return SamePosition(in, b, output);
       }
+    }
+    return Gathered();
+  }
+
+  // select_backward / slice_backward: the gradient's rows go where the
+  // forward took them from. A gradient of a slice of the batch lands at an
+  // offset in the whole batch (the forward gathered it): it needs it whole.
+  absl::StatusOr<DimFate> IndexDimBackwardFate(const OpRule& rule, const NodeArgs& args, NodeId u,
+                                               absl::Span<const int64_t> in, int32_t b,
+                                               absl::Span<const int64_t> output) const {
+    if (u != args.NodeAt(args.Get(0, "grad_output"))) return NoRule();
+    PARTPLAN_ASSIGN_OR_RETURN(const int32_t dim, DimArgument(rule, args, output.size()));
+    if (rule.drops_dim) return Mapped(b >= dim ? b + 1 : b);
+    if (b != dim) return Mapped(b);
+    PARTPLAN_ASSIGN_OR_RETURN(const int64_t start, args.IntOr(args.Get(3, "start"), 0, "start"));
+    PARTPLAN_ASSIGN_OR_RETURN(const int64_t step, args.IntOr(args.Get(5, "step"), 1, "step"));
+    PARTPLAN_ASSIGN_OR_RETURN(
+        const int64_t end,
+        args.IntOr(args.Get(4, "end"), std::numeric_limits<int64_t>::max(), "end"));
+    const int64_t size = output[b];
+    if ((start == 0 || start <= -size) && end >= size && step == 1 && in[b] == size) {
+      return Mapped(b);
     }
     return Gathered();
   }

@@ -325,6 +325,9 @@ OpRuleTable::OpRuleTable() {
   add({"select.int"}, AlongDim(OpFamily::kIndexDim, 1, true));
   add({"slice.Tensor"}, AlongDim(OpFamily::kIndexDim, 1, false, /*slices=*/true));
   add({"index_select.default"}, AlongDim(OpFamily::kIndexDim, 1, false));
+  add({"select_backward.default"}, AlongDim(OpFamily::kIndexDimBackward, 2, true));
+  add({"slice_backward.default"},
+      AlongDim(OpFamily::kIndexDimBackward, 2, false, /*slices=*/true));
   // Ops that reorder or mix values along some dims and keep the others in
   // place: a batch dim among the mixed ones needs the whole batch (each
   // device would flip, sort or scan only its own rows).

@@ -47,6 +47,10 @@ enum class OpFamily : uint8_t {
   kSplit,        // tuple of pieces along `dim_arg` (unbind drops it)
   kIndexDim,     // select / slice / index_select along `dim_arg`
   kRot90,        // rot90(self, k, dims): two dims exchanged, one of them reversed
+  // select_backward / slice_backward(grad, input_sizes, dim, ...): the
+  // gradient's dims placed in a zero tensor of the input's shape; select's
+  // (`drops_dim`) gains `dim` back.
+  kIndexDimBackward,
 };
 
 // Dims along which an op reorders or mixes values (flip, sort, cumsum,

@@ -1269,6 +1269,49 @@ TEST(BatchDimAnalysis, ASumOfScaledAndWholeGradientsIsFlagged) {
   }
 }
 
+TEST(BatchDimAnalysis, TheBackwardOfSelectAndSliceMapsTheBatchBack) {
+  // out[:, -1] of a [4, 4, 8] sequence (a classifier on the last token):
+  // its backward places a [4, 8] gradient into [4, 4, 8]. Two dims of the
+  // batch size: without a rule it was a flagged guess.
+  AtenGraph g;
+  g.Input("dy", {4, 8})
+      .Input("dz", {4, 4, 8})
+      .Input("rows", {2, 8})
+      .Op("select_back", "aten.select_backward.default",
+          {A::Node("dy"), A::Ints({4, 4, 8}), A::Int(1), A::Int(-1)}, {{4, 4, 8}})
+      .Op("slice_back", "aten.slice_backward.default",
+          {A::Node("dz"), A::Ints({4, 4, 8}), A::Int(0), A::Int(0),
+           A::Int(std::numeric_limits<int64_t>::max()), A::Int(1)},
+          {{4, 4, 8}})
+      .Op("slice_back_seq", "aten.slice_backward.default",
+          {A::Node("dz"), A::Ints({4, 6, 8}), A::Int(1), A::Int(1), A::Int(5), A::Int(1)},
+          {{4, 6, 8}})
+      .Output({"select_back", "slice_back", "slice_back_seq"});
+  const Analysis a(g, {{"dy", v1::ACTIVATION}, {"dz", v1::ACTIVATION}});
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  for (const char* name : {"select_back", "slice_back", "slice_back_seq"}) {
+    EXPECT_TRUE(IsShard(a[name], 0, 4)) << name;
+    EXPECT_FALSE(a.ambiguous(name)) << name;
+  }
+}
+
+TEST(BatchDimAnalysis, AnOpWithoutARuleOrInputsOfTheBatchSizeIsAGuess) {
+  // arange(4) made per device is 0, 1 on every device, not its rows of
+  // 0..3; zeros(4, 8) is the same wherever it is cut.
+  AtenGraph g;
+  g.Input("x", {4, 8})
+      .Op("ids", "aten.arange.default", {A::Int(4)}, {{4}})
+      .Op("h0", "aten.zeros.default", {A::Ints({4, 8})}, {{4, 8}})
+      .Output({"ids", "h0"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(IsShard(a["ids"], 0, 4));
+  EXPECT_TRUE(a.ambiguous("ids"));
+  EXPECT_THAT(a.note("ids"), HasSubstr("depend on their position"));
+  EXPECT_TRUE(IsShard(a["h0"], 0, 4));
+  EXPECT_FALSE(a.ambiguous("h0"));
+}
+
 TEST(BatchDimAnalysis, StopsWhenCancelled) {
   AtenGraph g;
   g.Input("x", {4}).Op("r", "aten.relu.default", {A::Node("x")}, {{4}}).Output({"r"});
