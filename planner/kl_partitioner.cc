@@ -98,13 +98,16 @@ void NeighbourPartitions(const CompactGraph& graph, const PartitionSet& set, Nod
 // the one it takes. The bound is met on the plans SIZE_BASED makes, whose
 // full devices sort first by room left. torch.fx's shared-input charge adds
 // a partition's graph inputs once per parent.
-int64_t TrialWork(const CompactGraph& graph, int num_devices, const PartitionSet& trial) {
+absl::StatusOr<int64_t> TrialWork(const CompactGraph& graph, int num_devices,
+                                  const PartitionSet& trial, const CancellationToken& token) {
   int64_t work = graph.num_nodes() + graph.num_edges() + num_devices;
+  int64_t counted = 0;
   for (size_t i = 0; i < trial.partitions.size(); ++i) {
     const Partition& partition = trial.partitions[i];
     int64_t visits = 1;
     int64_t graph_inputs = 0;
     for (NodeId v : partition.nodes) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++counted));
       visits += 1 + static_cast<int64_t>(graph.inputs(v).size());
       if (graph.is_input_node(v)) ++graph_inputs;
     }
@@ -187,7 +190,9 @@ absl::StatusOr<PartitionSet> KlPartition(const CompactGraph& graph, const Device
         PARTPLAN_RETURN_IF_ERROR(token.Check());
         PartitionList trial_parts = Swap(graph, parts, v, n1, p0, p1);
         PartitionSet trial = BuildPartitionSet(graph, trial_parts);
-        if (!spend(TrialWork(graph, devices.size(), trial))) break;
+        PARTPLAN_ASSIGN_OR_RETURN(const int64_t trial_work,
+                                  TrialWork(graph, devices.size(), trial, token));
+        if (!spend(trial_work)) break;
         --trials_left;
         ++spent.trials;
         PARTPLAN_ASSIGN_OR_RETURN(const bool mapped, RemapAll(graph, devices, token, &trial));
