@@ -1232,6 +1232,18 @@ class BatchDimAnalyzer {
       for (size_t d = 0; d < output.size(); ++d) {
         if (output[d] == batch_size_) batch_dims.push_back(static_cast<int32_t>(d));
       }
+      if (batch_dims.size() > 1 && rule.family == OpFamily::kFactory) {
+        // zeros / full of several dims of the batch size (a causal mask
+        // [S, S] with S == B): which is the batch, if any, cannot be told,
+        // but the values are the same everywhere, so the whole tensor on
+        // every device is right whichever it is; ops on samples cut it.
+        Note(v, absl::StrCat("dims [", absl::StrJoin(batch_dims, ", "), "] have the batch size ",
+                             batch_size_,
+                             ": a new tensor of uniform values, replicated (elementwise ops on "
+                             "samples cut their rows of it)"));
+        value.layout = Layout::kReplicate;
+        return value;
+      }
       if (!batch_dims.empty()) {
         value = NewBatchDim(v, value, batch_dims, output);
         if (rule.family != OpFamily::kFactory && !result_.ambiguous_[v]) {

@@ -75,7 +75,10 @@
 //   (a factory such as zeros, or a view that broadcasts) with a dim of the
 //   batch size is sharded on it, as a per-device program makes it (the
 //   size match of upstream, which the backward of a mean over the batch
-//   needs); with several such dims it is ambiguous. A node with no inputs
+//   needs); with several such dims it is ambiguous, unless it is a factory
+//   of uniform values (zeros, full: a causal mask [S, S] with S == B),
+//   which is replicated (right whichever dim is the batch). An op without
+//   a rule and without inputs (arange) is a guess. A node with no inputs
 //   and no such dim is replicated.
 // An op node must give its output shapes (graph.proto `outputs`) unless it
 // is view-like or a getitem, whose shapes are derived (and checked when
