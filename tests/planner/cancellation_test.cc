@@ -9,9 +9,11 @@
 // four times, with Cancel() called from this thread 0, 2, 30 and 250 ms
 // after the planner started on another, and every run the cancel catches
 // planning must return within 100 ms of Cancel(), CANCELLED (or with its
-// plan, when the cancel came after the last poll). At least one run must be
-// caught and CANCELLED; later delays may come after the plan is done, as
-// they do in an optimised build, which is about ten times faster.
+// plan, when the cancel came after the last poll); a run that misses is
+// tried twice more, for a machine whose scheduler stalled the planner. At
+// least one run must be caught and CANCELLED; later delays may come after
+// the plan is done, as they do in an optimised build, which is about ten
+// times faster.
 //
 // The bound holds on a loaded 2-core machine in a debug build because the
 // loops poll every CancellationToken::kPollInterval steps of at most
@@ -387,32 +389,55 @@ std::vector<Case> UnpolledCases() {
 
 class CancellationTest : public ::testing::TestWithParam<Case> {};
 
+// One run cancelled `delay` after the planner started.
+struct CancelledRun {
+  bool caught = false;  // the cancel came before the planner returned
+  absl::Duration stop;  // from Cancel() to the return, when caught
+  absl::Status status;
+};
+
+CancelledRun CancelAfter(Prepared& prepared, absl::Duration delay) {
+  CancellationToken token;
+  absl::Notification started;
+  CancelledRun run;
+  absl::Time returned;
+  std::thread planner([&] {
+    started.Notify();
+    run.status = prepared.call(token);
+    returned = absl::Now();
+  });
+  started.WaitForNotification();
+  absl::SleepFor(delay);
+  const absl::Time cancelled = absl::Now();
+  token.Cancel();
+  planner.join();
+  prepared.kept.clear();
+  run.caught = returned >= cancelled;
+  run.stop = returned - cancelled;
+  return run;
+}
+
+// A run that misses the bound is tried again, twice at most: the scheduler
+// of a loaded machine can stall the planner's thread past it once, where a
+// loop that does not poll misses it every time the cancel lands there.
+constexpr int kAttempts = 3;
+
 TEST_P(CancellationTest, StopsWithin100msOfCancel) {
   const std::unique_ptr<Prepared> prepared = GetParam().prepare();
   int cancelled_runs = 0;  // runs the cancel caught planning, ended CANCELLED
   for (const absl::Duration delay : kCancelDelays) {
     SCOPED_TRACE(absl::StrCat("cancelled ", absl::FormatDuration(delay), " after the start"));
-    CancellationToken token;
-    absl::Notification started;
-    absl::Status status;
-    absl::Time returned;
-    std::thread planner([&] {
-      started.Notify();
-      status = prepared->call(token);
-      returned = absl::Now();
-    });
-    started.WaitForNotification();
-    absl::SleepFor(delay);
-    const absl::Time cancelled = absl::Now();
-    token.Cancel();
-    planner.join();
-    prepared->kept.clear();
-    if (returned < cancelled) continue;  // done before the cancel: nothing to check
-    EXPECT_LT(returned - cancelled, kStopWithin)
-        << "returned " << absl::FormatDuration(returned - cancelled) << " after Cancel()";
+    CancelledRun run;
+    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+      run = CancelAfter(*prepared, delay);
+      if (!run.caught || run.stop < kStopWithin) break;
+    }
+    if (!run.caught) continue;  // done before the cancel: nothing to check
+    EXPECT_LT(run.stop, kStopWithin) << "returned " << absl::FormatDuration(run.stop)
+                                     << " after Cancel(), " << kAttempts << " times";
     // A cancel after the planner's last poll may still see its plan.
-    if (!status.ok()) {
-      EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+    if (!run.status.ok()) {
+      EXPECT_EQ(run.status.code(), absl::StatusCode::kCancelled) << run.status;
       ++cancelled_runs;
     }
   }
@@ -447,22 +472,9 @@ TEST(CancellationSweep, DISABLED_Sweep) {
     absl::Duration worst;
     double worst_at = 0;
     for (int k = 1; k < 20; ++k) {
-      CancellationToken token;
-      absl::Notification started;
-      absl::Time returned;
-      std::thread planner([&] {
-        started.Notify();
-        prepared->call(token).IgnoreError();
-        returned = absl::Now();
-      });
-      started.WaitForNotification();
-      absl::SleepFor(full * k / 20);
-      const absl::Time cancelled = absl::Now();
-      token.Cancel();
-      planner.join();
-      prepared->kept.clear();
-      if (returned - cancelled > worst) {
-        worst = returned - cancelled;
+      const CancelledRun run = CancelAfter(*prepared, full * k / 20);
+      if (run.caught && run.stop > worst) {
+        worst = run.stop;
         worst_at = k / 20.0;
       }
     }
