@@ -30,9 +30,10 @@
 // they touch and their boundary partners, at most `max_boundary_trials`
 // trials. Outside the budget: the SIZE_BASED plan and its placement, the
 // final placement and one pass over the nodes and edges, so the search
-// takes a few hundred milliseconds at most whatever N, E, P and D. The
-// token is polled before every trial and every kPollInterval nodes or
-// candidates visited.
+// takes a few hundred milliseconds at most in an optimised build, whatever
+// N, E, P and D. The token is polled before every trial and every
+// kPollInterval nodes or candidates visited; within a trial, the placement
+// polls as MapPartitionsToDevices does.
 //
 //   PARTPLAN_ASSIGN_OR_RETURN(PartitionSet set,
 //                             KlPartition(graph, devices, {}, token));
