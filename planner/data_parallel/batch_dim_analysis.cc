@@ -1,6 +1,7 @@
 #include "planner/data_parallel/batch_dim_analysis.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -408,6 +409,7 @@ class BatchDimAnalyzer {
     }
     if (rule.per_sample_args != 0) CutPerSampleOperands(v, rule, args);
     if (operands.scaled && rule.linearity == Linearity::kEveryOperand) FlagMixedScale(v);
+    FlagBatchSizedConstant(v, rule, args, operands);
     return absl::OkStatus();
   }
 
@@ -661,7 +663,9 @@ class BatchDimAnalyzer {
           new_batch_dims.push_back(static_cast<int32_t>(d));
         }
       }
-      if (in.layout != Layout::kModelState && !new_batch_dims.empty()) {
+      // Model state too: a class token expanded over the batch
+      // (expand(cls, [B, 1, H])) is made per device for its own samples.
+      if (!new_batch_dims.empty()) {
         value = NewBatchDim(v, in, new_batch_dims, map.output_shape);
       } else {
         value = in;
@@ -875,8 +879,9 @@ class BatchDimAnalyzer {
           args.IntOr(args.Get(rule.reduction_arg, "reduction"), 1, "reduction"));
       return reduction == 1;
     }
-    if (!rule.divides) return false;
-    // Two divisions by a multiple of the batch size start it:
+    if (!rule.divides && !rule.multiplies) return false;
+    // Two divisions by a multiple of the batch size (or products with its
+    // reciprocal) start it:
     // - `expand(g) / (B x k)`, a mean's backward spreading the gradient of
     //   a per-device mean loss (or of a mean over the batch) over the
     //   device's own samples: the dividend is the broadcast of a value
@@ -897,15 +902,62 @@ class BatchDimAnalyzer {
     } else {
       return false;
     }
-    const NodeArgs::Arg divisor = args.Get(1, "other");
-    if (!divisor.present()) return false;
-    double by = 0;
-    if (divisor.head().kind_case() == v1::Value::kInt) by = static_cast<double>(divisor.head().int_());
-    if (divisor.head().kind_case() == v1::Value::kFloat) by = divisor.head().float_();
+    const int64_t by = Divisor(rule, args);
     const int64_t samples =
         value.batch_size / std::max<int64_t>(value.batch_outer * value.batch_inner, 1);
-    return samples > 0 && by > 0 && by == static_cast<double>(static_cast<int64_t>(by)) &&
-           static_cast<int64_t>(by) % samples == 0;
+    return samples > 0 && by > 0 && by % samples == 0;
+  }
+
+  // What a div by a constant divides by, or a mul by a constant c by 1 / c,
+  // when that is a positive integer (0 otherwise): `x / 8` and `x * 0.125`
+  // alike.
+  static int64_t Divisor(const OpRule& rule, const NodeArgs& args) {
+    if (!rule.divides && !rule.multiplies) return 0;
+    const double c = Constant(args.Get(1, "other"));
+    if (!(c > 0)) return 0;
+    const double by = rule.divides ? c : 1.0 / c;
+    if (!(by >= 1) || by > 1e15) return 0;
+    const double rounded = std::round(by);
+    return std::abs(by - rounded) <= 1e-9 * rounded ? static_cast<int64_t>(rounded) : 0;
+  }
+
+  // A numeric argument's value (NaN when it is not one).
+  static double Constant(const NodeArgs::Arg& arg) {
+    if (!arg.present()) return std::numeric_limits<double>::quiet_NaN();
+    if (arg.head().kind_case() == v1::Value::kInt) return static_cast<double>(arg.head().int_());
+    if (arg.head().kind_case() == v1::Value::kFloat) return arg.head().float_();
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+
+  // A constant of the backward through a gathered batch that looks made
+  // from the batch size B: k / (B - d), or its reciprocal, for k in {1, 2}
+  // and d in {0, 1} (var's and std's backward bake 2 / (B - 1)). A device's
+  // program bakes its own B/N there, which no scale of the plan states:
+  // flagged. Only replicated values computed from the loss's backward are
+  // looked at (sharded ones are scaled by rule; weights' Partial gradients
+  // meet learning rates).
+  void FlagBatchSizedConstant(NodeId v, const OpRule& rule, const NodeArgs& args,
+                              const Operands& operands) {
+    if ((!rule.divides && !rule.multiplies) || !operands.local_mean) return;
+    if (layout(v).layout != Layout::kReplicate || batch_size_ < 2) return;
+    const double c = Constant(args.Get(1, "other"));
+    if (!(c > 0) || c == 1) return;
+    for (int k = 1; k <= 2; ++k) {
+      for (int d = 0; d <= 1; ++d) {
+        const double made = static_cast<double>(k) / static_cast<double>(batch_size_ - d);
+        for (double candidate : {made, 1.0 / made}) {
+          if (std::abs(c - candidate) <= 1e-6 * candidate) {
+            Guess(v, absl::StrCat("multiplies the backward through a gathered batch by ", c,
+                                  ", which is ", k, " / ", batch_size_ - d,
+                                  " or its reciprocal, as if made from the batch size ",
+                                  batch_size_, ": a device's program bakes its own share of the "
+                                  "batch there, so its values are off by a factor the plan "
+                                  "cannot state"));
+            return;
+          }
+        }
+      }
+    }
   }
 
   // Whether node d is a view that made its batch dim from a value without
@@ -955,7 +1007,9 @@ class BatchDimAnalyzer {
       if (output.empty()) {
         value = scalar;
         value.local_mean = operands.local_mean;
-        if (rule.divides && value.reduce == ReduceOp::kSum) MeanBySize(v, args, &value);
+        if ((rule.divides || rule.multiplies) && value.reduce == ReduceOp::kSum) {
+          MeanBySize(v, rule, args, &value);
+        }
         FlagNonlinearInLocalScalars(v, rule, args, operands);
         return value;
       }
@@ -1154,22 +1208,14 @@ class BatchDimAnalyzer {
   // decomposed one computes a mean: each device divides by its own share of
   // the batch, so the devices' values average. The divisor's size alone says
   // so, which the note admits.
-  void MeanBySize(NodeId v, const NodeArgs& args, ValueLayout* value) {
-    const NodeArgs::Arg divisor = args.Get(1, "other");
-    if (!divisor.present()) return;
-    double by = 0;
-    if (divisor.head().kind_case() == v1::Value::kInt)
-      by = static_cast<double>(divisor.head().int_());
-    if (divisor.head().kind_case() == v1::Value::kFloat) by = divisor.head().float_();
+  void MeanBySize(NodeId v, const OpRule& rule, const NodeArgs& args, ValueLayout* value) {
+    const int64_t by = Divisor(rule, args);
     const int64_t samples =
         value->batch_size / std::max<int64_t>(value->batch_outer * value->batch_inner, 1);
-    if (samples <= 0 || by <= 0 || by != static_cast<double>(static_cast<int64_t>(by)) ||
-        static_cast<int64_t>(by) % samples != 0) {
-      return;
-    }
+    if (samples <= 0 || by <= 0 || by % samples != 0) return;
     value->reduce = ReduceOp::kAvg;
     value->local_mean = true;
-    Note(v, absl::StrCat("divides a sum over the batch by ", static_cast<int64_t>(by),
+    Note(v, absl::StrCat("divides a sum over the batch by ", by,
                          ", a multiple of the batch size ", samples,
                          ": taken as a mean, whose devices' values average (each divides by its "
                          "own share)"));

@@ -33,7 +33,11 @@
 //   (upstream's rule); reductions that do not decompose (var, argmax,
 //   median, kthvalue, mode, a select of one sample, ...) need the whole
 //   batch and give a replicated result. A summed local scalar divided by a multiple of the batch size
-//   (`sum / B`, as make_fx bakes x.shape[0]) is a mean.
+//   (`sum / B`, as make_fx bakes x.shape[0], or `sum * (1 / B)`) is a
+//   mean. In the backward through a gathered batch (replicated), a product
+//   with or quotient by a constant that looks made from the batch size
+//   (k / (B - d), k in {1, 2}, d in {0, 1}: var's and std's backward) is
+//   flagged: a device's program bakes its own share there.
 // - Ops that reorder or mix values along some dims (flip, roll, sort,
 //   argsort, topk, cumsum & co, rot90, softmax, gather / scatter / index_*
 //   along `dim`, index.Tensor, tril / triu over the last two dims): a
@@ -72,8 +76,9 @@
 //   batch's (`scaled` below), which is neither.
 // - No batch-sharded operand: Replicate; Partial operands stay Partial
 //   through linear ops and are reduced before any other. But a new tensor
-//   (a factory such as zeros, or a view that broadcasts) with a dim of the
-//   batch size is sharded on it, as a per-device program makes it (the
+//   (a factory such as zeros, or a view that broadcasts, of model state
+//   too: a class token expanded over the batch) with a dim of the batch
+//   size is sharded on it, as a per-device program makes it (the
 //   size match of upstream, which the backward of a mean over the batch
 //   needs); with several such dims it is ambiguous, unless it is a factory
 //   of uniform values (zeros, full: a causal mask [S, S] with S == B),
@@ -146,7 +151,8 @@ struct ValueLayout {
   // devices splitting evenly). The backward of a mean loss is so from where
   // it divides by the number of samples, which each device takes as its own
   // (a loss backward op under reduction=mean, `expand(g) / (B x k)`, or
-  // `ones_like(loss) / B` for a loss written `sum / B`); ops keep it, a
+  // `ones_like(loss) / B` for a loss written `sum / B`; a product with
+  // 1 / (B x k) counts as the division); ops keep it, a
   // contraction turns it into a Partial average, and a gather of such
   // shards is replicated with it.
   bool scaled = false;

@@ -109,7 +109,11 @@ OpRuleTable::OpRuleTable() {
   add({"clone.default", "detach.default", "alias.default", "lift_fresh_copy.default",
        "_to_copy.default", "neg.default", "add.Tensor", "sub.Tensor", "rsub.Tensor"},
       Family(OpFamily::kPointwise, Linearity::kEveryOperand));
-  add({"mul.Tensor", "mul.Scalar"}, Family(OpFamily::kPointwise, Linearity::kOneOperand));
+  {
+    OpRule multiply = Family(OpFamily::kPointwise, Linearity::kOneOperand);
+    multiply.multiplies = true;
+    add({"mul.Tensor", "mul.Scalar"}, multiply);
+  }
   {
     OpRule divide = Family(OpFamily::kPointwise, Linearity::kFirstOperand);
     divide.divides = true;

@@ -114,6 +114,7 @@ struct OpRule {
   bool drops_dim = false;       // kIndexDim (select), kSplit (unbind)
   bool slices = false;          // kIndexDim: slice.Tensor (start, end, step follow dim)
   bool divides = false;         // div: operand 0 divided by argument 1
+  bool multiplies = false;      // mul: operand 0 multiplied by argument 1
   MixKind mix = MixKind::kNone;
   int8_t mix_arg = -1;       // the argument holding the mixed dims
   int8_t mix_default = 0;    // kDimArg: the dim when the argument is absent (sort: -1)

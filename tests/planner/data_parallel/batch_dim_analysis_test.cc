@@ -1317,6 +1317,67 @@ TEST(BatchDimAnalysis, AnOpWithoutARuleOrInputsOfTheBatchSizeIsAGuess) {
   EXPECT_FALSE(a.ambiguous("h0"));
 }
 
+TEST(BatchDimAnalysis, AProductWithTheReciprocalOfTheBatchSizeIsAMeanToo) {
+  // Issue #24 (c): `loss = x.sum() * (1 / B)` is a mean like `sum / B`, and
+  // its backward `ones_like(loss) * (1 / B)` divides by each device's own
+  // samples like `ones_like(loss) / B`.
+  AtenGraph g;
+  g.Input("x", {4, 3})
+      .Op("total", "aten.sum.default", {A::Node("x")}, {{}})
+      .Op("loss", "aten.mul.Tensor", {A::Node("total"), A::Float(0.25)}, {{}})
+      .Op("seed", "aten.ones_like.default", {A::Node("loss")}, {{}})
+      .Op("seed_share", "aten.mul.Tensor", {A::Node("seed"), A::Float(0.25)}, {{}})
+      .Op("dy", "aten.expand.default", {A::Node("seed_share"), A::Ints({4, 3})}, {{4, 3}})
+      .Op("not_a_mean", "aten.mul.Tensor", {A::Node("total"), A::Float(0.3)}, {{}})
+      .Output({"loss", "dy", "not_a_mean"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_EQ(a["loss"].layout, Layout::kLocalScalar);
+  EXPECT_EQ(a["loss"].reduce, ReduceOp::kAvg);
+  EXPECT_THAT(a.note("loss"), HasSubstr("taken as a mean"));
+  EXPECT_TRUE(a["seed_share"].scaled);
+  EXPECT_TRUE(a["dy"].scaled);
+  EXPECT_EQ(a["not_a_mean"].reduce, ReduceOp::kSum);
+}
+
+TEST(BatchDimAnalysis, ABatchSizedConstantInTheBackwardThroughAGatheredBatchIsFlagged) {
+  // std over the batch gathers it; make_fx bakes its backward's 2 / (B - 1)
+  // as a constant, which a device's program bakes for its own B/N.
+  AtenGraph g;
+  g.Input("x", {4, 3})
+      .Op("loss", "aten.mean.default", {A::Node("x")}, {{}})
+      .Op("seed", "aten.ones_like.default", {A::Node("loss")}, {{}})
+      .Op("spread", "aten.expand.default", {A::Node("seed"), A::Ints({4, 3})}, {{4, 3}})
+      .Op("dy", "aten.div.Tensor", {A::Node("spread"), A::Int(12)}, {{4, 3}})
+      .Op("column", "aten.sum.dim_IntList", {A::Node("dy"), A::Ints({0})}, {{3}})
+      .Op("whole", "aten.exp.default", {A::Node("column")}, {{3}})
+      .Op("by_count", "aten.mul.Scalar", {A::Node("whole"), A::Float(2.0 / 3.0)}, {{3}})
+      .Op("by_lr", "aten.mul.Scalar", {A::Node("whole"), A::Float(0.1)}, {{3}})
+      .Output({"by_count", "by_lr"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_EQ(a["by_count"].layout, Layout::kReplicate);
+  EXPECT_TRUE(a.ambiguous("by_count"));
+  EXPECT_THAT(a.note("by_count"), HasSubstr("2 / 3"));
+  EXPECT_FALSE(a.ambiguous("by_lr"));
+}
+
+TEST(BatchDimAnalysis, AParameterExpandedOverTheBatchIsMadePerDevice) {
+  // A ViT's class token: expand(cls [1, 1, H], [B, 1, H]) is made by each
+  // device for its own samples, then concatenated with its patches.
+  AtenGraph g;
+  g.Input("x", {4, 6, 8})
+      .Input("cls", {1, 1, 8})
+      .Op("tokens", "aten.expand.default", {A::Node("cls"), A::Ints({4, -1, -1})}, {{4, 1, 8}})
+      .Op("seq", "aten.cat.default", {A::Nodes({"tokens", "x"}), A::Int(1)}, {{4, 7, 8}})
+      .Output({"seq"});
+  const Analysis a(g, {{"cls", kParameter}});
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_TRUE(IsShard(a["tokens"], 0, 4));
+  EXPECT_TRUE(IsShard(a["seq"], 0, 4));
+  EXPECT_FALSE(a.ambiguous("seq"));
+}
+
 TEST(BatchDimAnalysis, StopsWhenCancelled) {
   AtenGraph g;
   g.Input("x", {4}).Op("r", "aten.relu.default", {A::Node("x")}, {{4}}).Output({"r"});
