@@ -28,6 +28,8 @@ struct Place {
   // SHARD: the batch's dim merges this many outer elements with it, so each
   // device's rows interleave (ValueLayout::batch_outer); 1 for a block.
   int64_t interleave = 1;
+  // SHARD of a local scalar: `reduce` says how the devices' values combine.
+  bool local_scalar = false;
 
   bool operator==(const Place& other) const {
     return kind == other.kind &&
@@ -42,7 +44,9 @@ struct Place {
   void ToProto(v1::Placement* placement) const {
     placement->set_kind(kind);
     if (kind == v1::Placement::SHARD) placement->set_dim(dim);
-    if (kind == v1::Placement::PARTIAL) placement->set_reduce_op(ReduceOpName(reduce));
+    if (kind == v1::Placement::PARTIAL || (kind == v1::Placement::SHARD && local_scalar)) {
+      placement->set_reduce_op(ReduceOpName(reduce));
+    }
     if (scale > 1) placement->set_scale(scale);
     if (kind == v1::Placement::SHARD && interleave > 1) placement->set_interleave(interleave);
   }
@@ -137,8 +141,12 @@ class PlanBuilder {
         return placement_.sharded(v) ? ShardOn(0) : Replicate();
       case Layout::kShard:
         return ShardOn(value.dim, value.batch_outer);
-      case Layout::kLocalScalar:  // upstream keeps a full reduction sharded
-        return ShardOn(value.dim);
+      case Layout::kLocalScalar: {  // upstream keeps a full reduction sharded
+        Place place = ShardOn(value.dim);
+        place.local_scalar = true;
+        place.reduce = value.reduce;
+        return place;
+      }
       case Layout::kPartial:
         return Place{v1::Placement::PARTIAL, 0, value.reduce};
       case Layout::kReplicate:

@@ -14,7 +14,10 @@
 // (batch_dim_analysis.h, parameter_placement.h). Shard and Replicate
 // placements of the backward of a mean loss, from where it divides by the
 // number of samples, carry `scale` = N: each device divides by its own B/N,
-// so its values are N times the full batch's. A Shard whose dim merges
+// so its values are N times the full batch's. A full reduction over the
+// batch that each device keeps (a loss) is Shard(its reduced batch dim)
+// with `reduce_op` saying whether the devices' values average or add up to
+// the whole. A Shard whose dim merges
 // other elements outside the batch (attention's [S, B, H] viewed as
 // [S*B, H]) says how many in `interleave`: each device's rows interleave
 // rather than forming one block. Other mesh axes are not planned here.

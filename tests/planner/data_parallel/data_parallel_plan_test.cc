@@ -400,6 +400,24 @@ TEST(PlanDataParallel, ABatchMergedInsideAnotherDimSaysItsRowsInterleave) {
   EXPECT_EQ(cut.to_placement().interleave(), 5);
 }
 
+TEST(PlanDataParallel, ALossEachDeviceKeepsSaysHowTheDevicesValuesCombine) {
+  // An outside checker cannot tell from Shard(0) of a 0-d value whether the
+  // devices' losses average (a mean) or add up (a sum, nll's total weight).
+  AtenGraph g;
+  g.Input("x", {4, 3})
+      .Op("mean", "aten.mean.default", {A::Node("x")}, {{}})
+      .Op("total", "aten.sum.default", {A::Node("x")}, {{}})
+      .Op("seed", "aten.ones_like.default", {A::Node("mean")}, {{}})
+      .Output({"mean", "total", "seed"});
+  const Planned plan(g.Request());
+  ASSERT_TRUE(plan.response().ok()) << plan.response().status();
+  EXPECT_EQ(PlacementOf(plan.node("mean")), "Shard(0)");
+  EXPECT_EQ(plan.node("mean").placement().reduce_op(), "avg");
+  EXPECT_EQ(plan.node("total").placement().reduce_op(), "sum");
+  EXPECT_EQ(plan.node("seed").placement().reduce_op(), "avg");
+  EXPECT_EQ(plan.node("x").placement().reduce_op(), "");
+}
+
 // ---- Issue #24, items 9-12 --------------------------------------------------------
 
 TEST(PlanDataParallel, AFlipOfTheBatchGathersItAndOpsOnSamplesTakeTheirRowsAgain) {
