@@ -410,7 +410,30 @@ class BatchDimAnalyzer {
     if (rule.per_sample_args != 0) CutPerSampleOperands(v, rule, args);
     if (operands.scaled && rule.linearity == Linearity::kEveryOperand) FlagMixedScale(v);
     FlagBatchSizedConstant(v, rule, args, operands);
+    FlagInPlaceChange(v, args);
     return absl::OkStatus();
+  }
+
+  // An in-place op (`div_`) gives its self the op's values: readers of the
+  // self after it see them, but are planned with the self's own layout.
+  // Where the two differ (the gradient a div_ scales), the op is flagged and
+  // the self's later readers carry the guess (the self's entry names it
+  // too: its values after the op are not what its plan says).
+  void FlagInPlaceChange(NodeId v, const NodeArgs& args) {
+    const std::string& target = proto(v).target();
+    const size_t dot = target.rfind('.');
+    if (dot == std::string::npos || dot < 2 || target[dot - 1] != '_' || target[dot - 2] == '_') {
+      return;
+    }
+    const NodeId self = args.NodeAt(args.Get(0, "self"));
+    if (self < 0 || layout(self) == layout(v)) return;
+    bool read_later = false;
+    for (NodeId u : graph_.users(self)) read_later |= u > v;
+    if (!read_later) return;
+    Guess(v, absl::StrCat("changes '", proto(self).name(),
+                          "' in place into another layout, which its readers after this op "
+                          "see; they are planned with its layout before it"));
+    if (result_.guess_of_[self] < 0) result_.guess_of_[self] = v;
   }
 
   // A sum of the backward of a mean loss as each device takes it (N times

@@ -73,7 +73,9 @@
 //   products with or quotients by other values); any other op of them (a
 //   local sum divided by another, sqrt of a loss) is flagged ambiguous. So
 //   is a sum of a scaled gradient with one already reduced to the whole
-//   batch's (`scaled` below), which is neither.
+//   batch's (`scaled` below), which is neither, and an in-place op that
+//   gives its self another layout (a div_ that scales a gradient) while the
+//   self is read after it: those readers carry the guess.
 // - No batch-sharded operand: Replicate; Partial operands stay Partial
 //   through linear ops and are reduced before any other. But a new tensor
 //   (a factory such as zeros, or a view that broadcasts, of model state

@@ -1378,6 +1378,33 @@ TEST(BatchDimAnalysis, AParameterExpandedOverTheBatchIsMadePerDevice) {
   EXPECT_FALSE(a.ambiguous("seq"));
 }
 
+TEST(BatchDimAnalysis, AnInPlaceOpThatChangesItsSelfsLayoutIsFlaggedForLaterReaders) {
+  // BCE with logits' backward as make_fx writes it: (sigmoid - y) * seed,
+  // then div_ by the element count (mobilenet_v3_small): the div_ makes the
+  // gradient scaled in place. A reader of the gradient after it would see
+  // scaled values planned as unscaled.
+  AtenGraph g;
+  g.Input("x", {4, 3})
+      .Op("loss", "aten.mean.default", {A::Node("x")}, {{}})
+      .Op("seed", "aten.ones_like.default", {A::Node("loss")}, {{}})
+      .Op("grad", "aten.mul.Tensor", {A::Node("x"), A::Node("seed")}, {{4, 3}})
+      .Op("grad_relu", "aten.relu_.default", {A::Node("x")}, {{4, 3}})
+      .Op("scale_", "aten.div_.Scalar", {A::Node("grad"), A::Int(12)}, {{4, 3}})
+      .Op("later", "aten.mul.Tensor", {A::Node("grad"), A::Float(2.0)}, {{4, 3}})
+      .Op("after_relu", "aten.neg.default", {A::Node("x")}, {{4, 3}})
+      .Output({"scale_", "later", "after_relu", "grad_relu"});
+  const Analysis a(g);
+  ASSERT_TRUE(a.status().ok()) << a.status();
+  EXPECT_FALSE(a["grad"].scaled);
+  EXPECT_TRUE(a["scale_"].scaled);
+  EXPECT_TRUE(a.ambiguous("scale_"));
+  EXPECT_THAT(a.note("scale_"), HasSubstr("in place"));
+  EXPECT_EQ(a.analysis().guess_of(a.id("later")), a.id("scale_"));
+  // relu_ keeps x's layout: nothing to flag.
+  EXPECT_FALSE(a.ambiguous("grad_relu"));
+  EXPECT_EQ(a.analysis().guess_of(a.id("after_relu")), -1);
+}
+
 TEST(BatchDimAnalysis, StopsWhenCancelled) {
   AtenGraph g;
   g.Input("x", {4}).Op("r", "aten.relu.default", {A::Node("x")}, {{4}}).Output({"r"});
