@@ -1020,9 +1020,16 @@ class BatchDimAnalyzer {
       return WithoutBatch(v, rule, args, operands, output, value);
     }
     if (rule.family == OpFamily::kFactoryLike) {
-      // The values are new, the layout is the operand's.
+      // The values are new, the layout is the operand's. A local scalar's
+      // ones_like (the seed of a loss's backward) holds the whole value on
+      // every device: its devices' values average to it, whether the loss
+      // averages or adds up.
       const NodeId u = args.NodeAt(args.Get(0, "self"));
-      if (u >= 0) return layout(u);
+      if (u >= 0) {
+        ValueLayout like = layout(u);
+        if (like.layout == Layout::kLocalScalar) like.reduce = ReduceOp::kAvg;
+        return like;
+      }
     }
     if (operands.sharded.empty()) {
       // Only local scalars (a loss and what is computed from it).

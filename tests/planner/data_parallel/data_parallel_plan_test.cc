@@ -408,13 +408,17 @@ TEST(PlanDataParallel, ALossEachDeviceKeepsSaysHowTheDevicesValuesCombine) {
       .Op("mean", "aten.mean.default", {A::Node("x")}, {{}})
       .Op("total", "aten.sum.default", {A::Node("x")}, {{}})
       .Op("seed", "aten.ones_like.default", {A::Node("mean")}, {{}})
-      .Output({"mean", "total", "seed"});
+      // The seed of a sum loss is 1 on every device, the whole seed: its
+      // devices' values average to it too.
+      .Op("seed_of_total", "aten.ones_like.default", {A::Node("total")}, {{}})
+      .Output({"mean", "total", "seed", "seed_of_total"});
   const Planned plan(g.Request());
   ASSERT_TRUE(plan.response().ok()) << plan.response().status();
   EXPECT_EQ(PlacementOf(plan.node("mean")), "Shard(0)");
   EXPECT_EQ(plan.node("mean").placement().reduce_op(), "avg");
   EXPECT_EQ(plan.node("total").placement().reduce_op(), "sum");
   EXPECT_EQ(plan.node("seed").placement().reduce_op(), "avg");
+  EXPECT_EQ(plan.node("seed_of_total").placement().reduce_op(), "avg");
   EXPECT_EQ(plan.node("x").placement().reduce_op(), "");
 }
 
