@@ -499,7 +499,12 @@ class BatchDimAnalyzer {
     for (int i = 0; i < kPositions; ++i) {
       if ((rule.per_sample_args >> i & 1) == 0) continue;
       const NodeId u = PerSampleArg(args, i);
-      if (u < 0 || layout(u).layout != Layout::kReplicate || layout(u).dim >= 0) continue;
+      // Model state too: a target held in a buffer.
+      if (u < 0 || (layout(u).layout != Layout::kReplicate &&
+                    layout(u).layout != Layout::kModelState) ||
+          layout(u).dim >= 0) {
+        continue;
+      }
       const absl::Span<const int64_t> operand = shape(u);
       if (static_cast<int32_t>(operand.size()) <= b || operand[b] != size) continue;
       if (rows.batch_outer > 1) {

@@ -54,9 +54,9 @@
 //   save_invstd are the batch's, replicated (`statistics_sync`). With the
 //   batch on the channel dim it needs the whole batch instead.
 // - A replicated value an op reads per sample beside a batch-sharded one
-//   (a loss's target or gather's index made inside the step; op_rules.h
-//   `per_sample_args`) lines up with it dim for dim: each device cuts its
-//   rows of it (`cut_dim`, a local_chunk in the plan).
+//   (a loss's target or gather's index made inside the step, or held in a
+//   buffer; op_rules.h `per_sample_args`) lines up with it dim for dim:
+//   each device cuts its rows of it (`cut_dim`, a local_chunk in the plan).
 // - Other ops: the output dim whose size is the batch size. Only views and
 //   pointwise ops broadcast by rule; for them the dim a batch operand lands
 //   on when broadcast settles it, and only a non-batch dim of the batch

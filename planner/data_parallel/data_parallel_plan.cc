@@ -203,6 +203,9 @@ class PlanBuilder {
     }
     switch (in.layout) {
       case Layout::kModelState:
+        // A buffer read per sample (a fixed target) gives each device its
+        // rows; other uses need it whole.
+        if (const int32_t dim = analysis_.cut_dim(u, v); dim >= 0) return ShardOn(dim);
         return Replicate();
       case Layout::kPartial:
         if (analysis_.keeps_partial_operands(v)) return absl::nullopt;

@@ -422,6 +422,24 @@ TEST(PlanDataParallel, ALossEachDeviceKeepsSaysHowTheDevicesValuesCombine) {
   EXPECT_EQ(plan.node("x").placement().reduce_op(), "");
 }
 
+TEST(PlanDataParallel, ATargetHeldInABufferIsCutToTheShardToo) {
+  // mse_loss(out, self.target) with a [4, 2] buffer: replicated, each
+  // device takes its rows (local_chunk); sharded on dim 0 under
+  // FULLY_SHARD, it already holds them.
+  AtenGraph g;
+  g.Input("x", {4, 2})
+      .Input("target", {4, 2})
+      .Op("mse", "aten.mse_loss.default", {A::Node("x"), A::Node("target"), A::Int(1)}, {{}})
+      .Output({"mse"});
+  const Planned replicated(g.Request({{"target", v1::PARAMETER}}));
+  ASSERT_TRUE(replicated.response().ok()) << replicated.response().status();
+  EXPECT_THAT(replicated.redistributions(), ::testing::ElementsAre("target->mse local_chunk 0"));
+  const Planned sharded(g.Request({{"target", v1::PARAMETER}}, v1::FULLY_SHARD));
+  ASSERT_TRUE(sharded.response().ok()) << sharded.response().status();
+  EXPECT_EQ(PlacementOf(sharded.node("target")), "Shard(0)");
+  EXPECT_THAT(sharded.redistributions(), IsEmpty());
+}
+
 // ---- Issue #24, items 9-12 --------------------------------------------------------
 
 TEST(PlanDataParallel, AFlipOfTheBatchGathersItAndOpsOnSamplesTakeTheirRowsAgain) {
