@@ -427,9 +427,10 @@ class BatchDimAnalyzer {
     }
     const NodeId self = args.NodeAt(args.Get(0, "self"));
     if (self < 0 || layout(self) == layout(v)) return;
-    bool read_later = false;
-    for (NodeId u : graph_.users(self)) read_later |= u > v;
-    if (!read_later) return;
+    // Users are in graph order: the last one says (O(1), not O(users) for
+    // each of a value's many in-place ops).
+    const absl::Span<const NodeId> users = graph_.users(self);
+    if (users.empty() || users.back() <= v) return;
     Guess(v, absl::StrCat("changes '", proto(self).name(),
                           "' in place into another layout, which its readers after this op "
                           "see; they are planned with its layout before it"));
