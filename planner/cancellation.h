@@ -54,6 +54,15 @@ class CancellationToken {
     return iteration % kPollInterval == 0 ? Check() : absl::OkStatus();
   }
 
+  // For a loop whose steps differ in size (a step calls something linear in
+  // a partition): adds the step's `units` of work to `*work`, and Check()s
+  // when the sum passes a multiple of kPollInterval; OK otherwise.
+  absl::Status CheckWork(int64_t units, int64_t* work) const {
+    const int64_t before = *work;
+    *work += units;
+    return before / kPollInterval != *work / kPollInterval ? Check() : absl::OkStatus();
+  }
+
  private:
   std::atomic<bool> cancelled_{false};
   absl::Time deadline_ = absl::InfiniteFuture();

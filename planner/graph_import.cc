@@ -202,7 +202,10 @@ class GraphBuilder {
     if (modules.empty()) return absl::OkStatus();
     const int num_modules = modules.size();
     std::vector<absl::string_view> names(num_modules);
-    for (int i = 0; i < num_modules; ++i) names[i] = modules.Get(i).qualified_name();
+    for (int i = 0; i < num_modules; ++i) {
+      PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(i));
+      names[i] = modules.Get(i).qualified_name();
+    }
     NameIndex index(num_modules);
     HashAhead hashes(index, num_modules, [&names](int64_t i) { return names[i]; });
     for (int i = 0; i < num_modules; ++i) {
@@ -245,9 +248,12 @@ class GraphBuilder {
     std::string header;
     int64_t count = 0;
     size_t chunk = 0;
+    absl::Status polled;  // the token's, when it stops the scan
     const bool split = SplitField(
         bytes, v1::Graph::kNodesFieldNumber,
         [&](size_t offset, size_t size) {
+          polled = token_.CheckEvery(count);
+          if (!polled.ok()) return false;
           // Beyond the limit, only counted, for the error.
           if (count++ >= limits_.max_nodes) return true;
           // The node is kept as its length prefix (the shortest varint of
@@ -274,13 +280,20 @@ class GraphBuilder {
           return true;
         },
         &header);
+    PARTPLAN_RETURN_IF_ERROR(polled);
     if (!split) return unparsable();
     // On an arena of its own, so that its modules (a million in a large
     // model) are laid out in the order they are read, rather than wherever
     // the heap has room: planners read them in that order.
     auto arena = std::make_shared<google::protobuf::Arena>();
     v1::Graph* owned_header = google::protobuf::Arena::CreateMessage<v1::Graph>(arena.get());
-    if (!owned_header->ParseFromString(header)) return unparsable();
+    // Parsed in pieces, polling the token: a million modules take a while.
+    const ChunkedBytes header_bytes{absl::string_view(header)};
+    ChunkedInputStream header_stream(header_bytes, token_);
+    if (!owned_header->ParseFromZeroCopyStream(&header_stream)) {
+      PARTPLAN_RETURN_IF_ERROR(header_stream.status());
+      return unparsable();
+    }
     result_.header_ = owned_header;
     result_.owned_header_ = std::shared_ptr<const v1::Graph>(std::move(arena), owned_header);
     return count;

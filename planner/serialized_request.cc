@@ -83,11 +83,16 @@ bool ChunkedInputStream::Next(const void** data, int* size) {
     in_chunk_ = 0;
   }
   if (chunk_ == chunks_.size()) return false;
+  if (token_ != nullptr) {
+    status_ = token_->Check();
+    if (!status_.ok()) return false;
+  }
   const absl::string_view chunk = chunks_[chunk_];
+  const size_t piece = std::min(chunk.size() - in_chunk_, max_piece_);
   *data = chunk.data() + in_chunk_;
-  *size = static_cast<int>(chunk.size() - in_chunk_);  // pieces of a message below 2 GiB
+  *size = static_cast<int>(piece);  // pieces of a message below 2 GiB
   position_ += *size;
-  in_chunk_ = chunk.size();
+  in_chunk_ += piece;
   return true;
 }
 

@@ -25,8 +25,10 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/io/zero_copy_stream.h"
+#include "planner/cancellation.h"
 
 namespace partplan {
 
@@ -74,7 +76,19 @@ class ChunkedBytes {
 // place (Message::ParseFromZeroCopyStream, CodedInputStream).
 class ChunkedInputStream final : public google::protobuf::io::ZeroCopyInputStream {
  public:
+  // What a polling stream hands out at most per Next: a parse of 64 KiB
+  // takes well under a millisecond in a debug build.
+  static constexpr int kPollBytes = 64 << 10;
+
   explicit ChunkedInputStream(const ChunkedBytes& bytes) : chunks_(bytes.chunks()) {}
+  // A stream that polls `token` (which must outlive it) before each piece
+  // of at most kPollBytes, and ends once the token fires: a parse from it
+  // then fails, and status() is the token's.
+  ChunkedInputStream(const ChunkedBytes& bytes, const CancellationToken& token)
+      : chunks_(bytes.chunks()), token_(&token), max_piece_(kPollBytes) {}
+
+  // OK unless the token fired during a Next.
+  const absl::Status& status() const { return status_; }
 
   bool Next(const void** data, int* size) override;
   void BackUp(int count) override;
@@ -83,6 +97,9 @@ class ChunkedInputStream final : public google::protobuf::io::ZeroCopyInputStrea
 
  private:
   const std::vector<absl::string_view>& chunks_;
+  const CancellationToken* token_ = nullptr;  // polled by Next, when set
+  size_t max_piece_ = static_cast<size_t>(-1);
+  absl::Status status_;
   size_t chunk_ = 0;     // the piece being read
   size_t in_chunk_ = 0;  // bytes of it read
   int64_t position_ = 0;
