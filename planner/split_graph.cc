@@ -18,13 +18,15 @@ namespace {
 
 // The partition of every call_* node, from the request's assignments.
 absl::StatusOr<std::vector<int32_t>> PartitionOfNodes(const CompactGraph& graph,
-                                                      const v1::SplitGraphRequest& request) {
+                                                      const v1::SplitGraphRequest& request,
+                                                      const CancellationToken& token) {
   std::vector<int32_t> partition_of(graph.num_nodes(), -1);
   std::vector<bool> assigned(graph.num_nodes(), false);
   const auto& assignments = request.assignments();
   HashAhead hashes(graph.name_index(), assignments.size(),
                    [&](int64_t i) -> const std::string& { return assignments[i].node(); });
   for (int i = 0; i < assignments.size(); ++i) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(i));
     const v1::NodePartition& assignment = assignments[i];
     const NodeId v = graph.Find(assignment.node(), hashes.Next(i));
     if (v >= 0 && graph.is_op_node(v) && !assigned[v]) {
@@ -48,6 +50,7 @@ absl::StatusOr<std::vector<int32_t>> PartitionOfNodes(const CompactGraph& graph,
                              absl::StrCat("node '", assignment.node(), "' is assigned twice"));
   }
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(v));
     if (graph.is_op_node(v) && !assigned[v]) {
       return InvalidFieldError("assignments",
                                absl::StrCat("node '", graph.name(v), "' (graph.nodes[", v,
@@ -103,15 +106,27 @@ size_t StringFieldSize(absl::string_view value) {
 // entry of each call_module node's target) is written straight from the
 // graph's names and the targets; the rest, a few fields per submodule, is
 // serialised by protobuf and copied in. At 10^6 nodes, building the response
-// as messages made a std::string per node and per entry.
+// as messages made a std::string per node and per entry. Both the sizing
+// (Build) and the writing poll a token by the names they pass over.
 class SplitResponseWriter {
  public:
   SplitResponseWriter(const CompactGraph& graph, const ModuleSplit& split)
-      : graph_(graph), split_(split) {
-    for (int32_t i : split.construction_order) AddSubmodule(split.partitions[i]);
+      : graph_(graph), split_(split) {}
+
+  // Sizes the response; the token's status when it fires.
+  absl::Status Build(const CancellationToken& token) {
+    const ModuleSplit& split = split_;
+    int64_t work = 0;
+    for (int32_t i : split.construction_order) {
+      const SplitPartition& part = split.partitions[i];
+      PARTPLAN_RETURN_IF_ERROR(token.CheckWork(1 + PartSize(part), &work));
+      AddSubmodule(part);
+    }
     v1::SplitGraphResponse base_graph;
     for (int32_t i : split.construction_order) {
       const SplitPartition& part = split.partitions[i];
+      PARTPLAN_RETURN_IF_ERROR(token.CheckWork(
+          1 + static_cast<int64_t>(part.argument_names.size() + part.result_names.size()), &work));
       v1::BaseGraphCall* call = base_graph.add_base_graph();
       call->set_submodule(part.submodule_name);
       *call->mutable_arguments() = {part.argument_names.begin(), part.argument_names.end()};
@@ -119,28 +134,34 @@ class SplitResponseWriter {
     }
     base_graph_ = base_graph.SerializeAsString();
     size_ += base_graph_.size();
-    AddQualifiedNames();
+    PARTPLAN_RETURN_IF_ERROR(AddQualifiedNames(token));
     v1::SplitGraphResponse output_values;
     *output_values.mutable_output_values() = {split.output_values.begin(),
                                               split.output_values.end()};
     output_values_ = output_values.SerializeAsString();
     size_ += output_values_.size();
+    return absl::OkStatus();
   }
 
   size_t size() const { return size_; }
 
-  void Write(WireWriter& out) const {
+  // Writes what Build sized; the token's status when it fires (`out` is
+  // then left short).
+  absl::Status Write(WireWriter& out, const CancellationToken& token) const {
+    int64_t work = 0;
     for (const SubmoduleBytes& submodule : submodules_) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckWork(1 + PartSize(*submodule.part), &work));
       out.Reserve(FieldHeaderSize(submodule.payload));
       out.FieldHeader(kSubmoduleTag, submodule.payload);
       out.Append(submodule.before_nodes);
-      WriteNames(kNodesTag, submodule.part->nodes, out);
-      WriteNames(kInputsTag, submodule.part->inputs, out);
-      WriteNames(kOutputsTag, submodule.part->outputs, out);
+      PARTPLAN_RETURN_IF_ERROR(WriteNames(kNodesTag, submodule.part->nodes, token, &work, out));
+      PARTPLAN_RETURN_IF_ERROR(WriteNames(kInputsTag, submodule.part->inputs, token, &work, out));
+      PARTPLAN_RETURN_IF_ERROR(WriteNames(kOutputsTag, submodule.part->outputs, token, &work, out));
       out.Append(submodule.after_nodes);
     }
     out.Append(base_graph_);
     for (const int32_t i : qualified_) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
       const absl::string_view split_name = split_names_[i];
       const absl::string_view target = targets_[i];
       const size_t payload = StringFieldSize(split_name) + StringFieldSize(target);
@@ -150,9 +171,16 @@ class SplitResponseWriter {
       if (!target.empty()) out.Field(kOriginalNameTag, target);
     }
     out.Append(output_values_);
+    return absl::OkStatus();
   }
 
  private:
+  // The names a submodule lists.
+  static int64_t PartSize(const SplitPartition& part) {
+    return static_cast<int64_t>(part.nodes.size() + part.inputs.size() + part.outputs.size() +
+                                part.depends_on.size() + part.dependents.size());
+  }
+
   // A submodule's fields before its node lists (name, partition) and after
   // them (depends_on, dependents), serialised; the lists come from `part`.
   struct SubmoduleBytes {
@@ -183,14 +211,17 @@ class SplitResponseWriter {
   // split name only, in graph order. The first uses are found with a
   // NameIndex, which stays fast where a hash set of a million names would
   // miss the cache on every insert.
-  void AddQualifiedNames() {
+  absl::Status AddQualifiedNames(const CancellationToken& token) {
     std::vector<const std::string*> submodule_name_of(graph_.num_nodes(), nullptr);
+    int64_t work = 0;
     for (const SplitPartition& part : split_.partitions) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckWork(1 + static_cast<int64_t>(part.nodes.size()), &work));
       for (NodeId v : part.nodes) submodule_name_of[v] = &part.submodule_name;
     }
     NodeReader nodes(graph_);
     std::string split_name;
     for (NodeId v = 0; v < graph_.num_nodes(); ++v) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
       if (graph_.op(v) != v1::CALL_MODULE) continue;
       const absl::string_view target = nodes.OwnFields(v).target;
       split_name.assign(*submodule_name_of[v]);
@@ -202,10 +233,12 @@ class SplitResponseWriter {
     NameIndex first_use(split_names_.size());
     HashAhead hashes(first_use, split_names_.size(), [this](int64_t i) { return split_names_[i]; });
     for (int32_t i = 0; i < static_cast<int32_t>(split_names_.size()); ++i) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
       if (first_use.Insert(split_names_, i, hashes.Next(i)) >= 0) continue;
       qualified_.push_back(i);
       size_ += FieldSize(StringFieldSize(split_names_[i]) + StringFieldSize(targets_[i]));
     }
+    return absl::OkStatus();
   }
 
   size_t NamesSize(absl::Span<const NodeId> ids) const {
@@ -216,14 +249,17 @@ class SplitResponseWriter {
 
   // A repeated string field of node names. A large graph's names are out of
   // cache by now: each is prefetched a few names before it is copied.
-  void WriteNames(uint8_t tag, absl::Span<const NodeId> ids, WireWriter& out) const {
+  absl::Status WriteNames(uint8_t tag, absl::Span<const NodeId> ids, const CancellationToken& token,
+                          int64_t* work, WireWriter& out) const {
     constexpr size_t kNameAhead = 16;
     for (size_t i = 0; i < ids.size(); ++i) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++*work));
       if (i + kNameAhead < ids.size()) __builtin_prefetch(graph_.name(ids[i + kNameAhead]).data());
       const absl::string_view name = graph_.name(ids[i]);
       out.Reserve(FieldSize(name.size()));
       out.Field(tag, name);
     }
+    return absl::OkStatus();
   }
 
   const CompactGraph& graph_;
@@ -244,13 +280,18 @@ absl::Status SplitGraphSerializedPlan(const CompactGraph& graph,
                                       const CancellationToken& token, absl::Cord* response_bytes,
                                       size_t piece_bytes) {
   PARTPLAN_ASSIGN_OR_RETURN(const std::vector<int32_t> partition_of,
-                            PartitionOfNodes(graph, request));
+                            PartitionOfNodes(graph, request, token));
   PARTPLAN_ASSIGN_OR_RETURN(const ModuleSplit split,
                             SplitModule(graph, partition_of, request.keep_original_order(),
                                         "assignments", token));
-  const SplitResponseWriter response(graph, split);
-  return WriteResponseBytes(response.size(), piece_bytes, response_bytes,
-                            [&response](WireWriter& out) { response.Write(out); });
+  SplitResponseWriter response(graph, split);
+  PARTPLAN_RETURN_IF_ERROR(response.Build(token));
+  absl::Status written;  // the token's, when it stops the writing
+  const absl::Status status =
+      WriteResponseBytes(response.size(), piece_bytes, response_bytes,
+                         [&](WireWriter& out) { written = response.Write(out, token); });
+  PARTPLAN_RETURN_IF_ERROR(written);
+  return status;
 }
 
 absl::Status SplitGraphPlan(const CompactGraph& graph, const v1::SplitGraphRequest& request,
@@ -259,9 +300,11 @@ absl::Status SplitGraphPlan(const CompactGraph& graph, const v1::SplitGraphReque
   PARTPLAN_RETURN_IF_ERROR(SplitGraphSerializedPlan(graph, request, token, &bytes));
   std::vector<absl::string_view> pieces(bytes.Chunks().begin(), bytes.Chunks().end());
   const ChunkedBytes chunked(pieces);
-  ChunkedInputStream stream(chunked);
+  // Parsed in pieces of ChunkedInputStream::kPollBytes, polling the token.
+  ChunkedInputStream stream(chunked, token);
   response->Clear();
   if (!response->ParseFromZeroCopyStream(&stream)) {
+    PARTPLAN_RETURN_IF_ERROR(stream.status());
     return absl::InternalError("the split's response does not parse");
   }
   return absl::OkStatus();
