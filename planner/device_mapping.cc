@@ -74,7 +74,10 @@ absl::StatusOr<std::vector<DeviceLoad>> DeviceHoldings(const CompactGraph& graph
                                                        const PartitionSet& set,
                                                        const CancellationToken& token) {
   std::vector<DeviceLoad> loads(devices.size());
+  int64_t work = 0;
   for (int32_t p = 0; p < static_cast<int32_t>(set.partitions.size()); ++p) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckWork(
+        1 + static_cast<int64_t>(set.partitions[p].logical_device_ids.size()), &work));
     for (int32_t logical_id : set.partitions[p].logical_device_ids) {
       std::vector<int32_t>& on_device = loads[devices.IndexOf(logical_id)].partitions;
       // A partition lists each device once, but a saturated plan may repeat one.
@@ -85,20 +88,25 @@ absl::StatusOr<std::vector<DeviceLoad>> DeviceHoldings(const CompactGraph& graph
   std::vector<int32_t> seen(graph.num_nodes(), -1);  // the device that last took each node
   std::vector<NodeId> held;
   for (int d = 0; d < devices.size(); ++d) {
-    PARTPLAN_RETURN_IF_ERROR(token.Check());
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
     DeviceLoad& load = loads[d];
     if (load.partitions.size() == 1) {
       load.used_bytes = set.partitions[load.partitions.front()].memory_bytes;
       continue;
     }
     held.clear();
+    int64_t held_inputs = 0;  // what memory.Compute(held) will pass over
     for (int32_t p : load.partitions) {
+      PARTPLAN_RETURN_IF_ERROR(
+          token.CheckWork(1 + static_cast<int64_t>(set.partitions[p].nodes.size()), &work));
       for (NodeId v : set.partitions[p].nodes) {
         if (seen[v] == d) continue;
+        held_inputs += static_cast<int64_t>(graph.inputs(v).size());
         seen[v] = d;
         held.push_back(v);
       }
     }
+    PARTPLAN_RETURN_IF_ERROR(token.CheckWork(held_inputs, &work));
     load.used_bytes = memory.Compute(held);
   }
   return loads;
@@ -115,11 +123,20 @@ absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList&
   }
   if (unplaced.empty()) return absl::OkStatus();
 
+  // Steps of the loops below, polled by: one partition may try every
+  // device and price itself on each, so polls go by the devices tried and
+  // the nodes and inputs priced, not by partitions.
+  int64_t work = 0;
   std::vector<int64_t> room(num_devices);
   HeldNodes held(graph.num_nodes(), num_devices);
   for (int d = 0; d < num_devices; ++d) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
     room[d] = devices[d].available_memory_bytes - (*loads)[d].used_bytes;
-    for (int32_t p : (*loads)[d].partitions) held.Add(d, set->partitions[p].nodes);
+    for (int32_t p : (*loads)[d].partitions) {
+      PARTPLAN_RETURN_IF_ERROR(
+          token.CheckWork(1 + static_cast<int64_t>(set->partitions[p].nodes.size()), &work));
+      held.Add(d, set->partitions[p].nodes);
+    }
   }
   auto place = [&](int32_t p, int d, int64_t bytes) {
     Partition& partition = set->partitions[p];
@@ -135,6 +152,7 @@ absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList&
   std::set<std::tuple<int64_t, int64_t, int>> by_room;
   std::vector<int64_t> order_key(num_devices);
   for (int d = 0; d < num_devices; ++d) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
     order_key[d] = d;
     by_room.emplace(room[d], d, d);
   }
@@ -142,19 +160,24 @@ absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList&
 
   std::vector<int32_t> stamp(graph.num_nodes(), -1);  // marks the partition's own nodes
   for (size_t i = 0; i < unplaced.size(); ++i) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(static_cast<int64_t>(i)));
     const int32_t p = unplaced[i];
     Partition& partition = set->partitions[p];
+    // Stamping and placing (held.Add) pass over the partition's nodes.
+    PARTPLAN_RETURN_IF_ERROR(
+        token.CheckWork(1 + 2 * static_cast<int64_t>(partition.nodes.size()), &work));
     for (NodeId v : partition.nodes) stamp[v] = p;
     int chosen = -1;
     int64_t chosen_bytes = 0;
     for (const auto& [left, key, d] : by_room) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
       int64_t bytes = partition.memory_bytes;
       if (held.HoldsAny(d)) {
         bytes = 0;
         for (NodeId v : partition.nodes) {
+          PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
           bytes += graph.total_bytes(v);
           for (NodeId u : graph.inputs(v)) {
+            PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
             if (stamp[u] != p && !held.Holds(d, u)) bytes += graph.output_bytes(u);
           }
         }
@@ -182,7 +205,11 @@ absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList&
     order_key[chosen] = next_key++;
     by_room.emplace(room[chosen], order_key[chosen], chosen);
   }
-  for (DeviceLoad& load : *loads) std::sort(load.partitions.begin(), load.partitions.end());
+  for (DeviceLoad& load : *loads) {
+    PARTPLAN_RETURN_IF_ERROR(
+        token.CheckWork(1 + static_cast<int64_t>(load.partitions.size()), &work));
+    std::sort(load.partitions.begin(), load.partitions.end());
+  }
   return absl::OkStatus();
 }
 
