@@ -59,7 +59,7 @@ absl::StatusOr<PartitionSet> CostAwarePartition(const CompactGraph& graph,
     std::sort(nodes.begin(), nodes.end());
     parts.push_back(std::move(nodes));
   }
-  PartitionSet current = BuildPartitionSet(graph, parts);
+  PARTPLAN_ASSIGN_OR_RETURN(PartitionSet current, BuildPartitionSet(graph, parts, token));
   std::vector<int32_t> level = PartitionLevels(current);
 
   while (true) {
@@ -76,7 +76,8 @@ absl::StatusOr<PartitionSet> CostAwarePartition(const CompactGraph& graph,
         const bool adjacent = Contains(pi.parents, static_cast<int32_t>(j)) ||
                               Contains(pi.children, static_cast<int32_t>(j));
         if (std::abs(level[i] - level[j]) > 1 && !adjacent) continue;
-        PartitionSet trial = BuildPartitionSet(graph, Merge(parts, i, j));
+        PARTPLAN_ASSIGN_OR_RETURN(PartitionSet trial,
+                                  BuildPartitionSet(graph, Merge(parts, i, j), token));
         PARTPLAN_ASSIGN_OR_RETURN(const bool mapped, RemapAll(graph, devices, token, &trial));
         if (!mapped) continue;
         PARTPLAN_ASSIGN_OR_RETURN(const double cost, TorchFxCost(graph, devices, trial, token));
@@ -89,7 +90,7 @@ absl::StatusOr<PartitionSet> CostAwarePartition(const CompactGraph& graph,
       }
     }
     if (found) parts = Merge(parts, best_i, best_j);
-    current = BuildPartitionSet(graph, parts);
+    PARTPLAN_ASSIGN_OR_RETURN(current, BuildPartitionSet(graph, parts, token));
     level = PartitionLevels(current);
     PARTPLAN_RETURN_IF_ERROR(RemapAll(graph, devices, token, &current).status());
     if (!found) break;

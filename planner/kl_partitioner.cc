@@ -189,7 +189,7 @@ absl::StatusOr<PartitionSet> KlPartition(const CompactGraph& graph, const Device
         if (trials_left <= 0) break;
         PARTPLAN_RETURN_IF_ERROR(token.Check());
         PartitionList trial_parts = Swap(graph, parts, v, n1, p0, p1);
-        PartitionSet trial = BuildPartitionSet(graph, trial_parts);
+        PARTPLAN_ASSIGN_OR_RETURN(PartitionSet trial, BuildPartitionSet(graph, trial_parts, token));
         PARTPLAN_ASSIGN_OR_RETURN(const int64_t trial_work,
                                   TrialWork(graph, devices.size(), trial, token));
         if (!spend(trial_work)) break;
@@ -219,7 +219,7 @@ absl::StatusOr<PartitionSet> KlPartition(const CompactGraph& graph, const Device
       kept.push_back(std::move(nodes));
     }
   }
-  current = BuildPartitionSet(graph, kept);
+  PARTPLAN_ASSIGN_OR_RETURN(current, BuildPartitionSet(graph, kept, token));
   PARTPLAN_RETURN_IF_ERROR(RemapAll(graph, devices, token, &current).status());
   return current;
 }

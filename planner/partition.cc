@@ -112,16 +112,25 @@ int64_t NodeSetMemory::Compute(absl::Span<const NodeId> nodes) {
 }
 
 void LinkPartitions(const CompactGraph& graph, PartitionSet* set) {
+  LinkPartitions(graph, CancellationToken(), set).IgnoreError();  // never fires
+}
+
+absl::Status LinkPartitions(const CompactGraph& graph, const CancellationToken& token,
+                            PartitionSet* set) {
+  int64_t work = 0;
   for (Partition& partition : set->partitions) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
     partition.parents.clear();
     partition.children.clear();
   }
   // Placeholders and get_attrs are copied into their users' partitions, so
   // only call_* nodes link partitions.
   for (NodeId u = 0; u < graph.num_nodes(); ++u) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
     const int32_t p = set->partition_of[u];
     if (p < 0) continue;
     for (NodeId v : graph.users(u)) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
       const int32_t c = set->partition_of[v];
       if (c >= 0 && c != p) {
         set->partitions[p].children.push_back(c);
@@ -131,10 +140,12 @@ void LinkPartitions(const CompactGraph& graph, PartitionSet* set) {
   }
   for (Partition& partition : set->partitions) {
     for (std::vector<int32_t>* ids : {&partition.parents, &partition.children}) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckWork(1 + static_cast<int64_t>(ids->size()), &work));
       std::sort(ids->begin(), ids->end());
       ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
     }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace partplan

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "partplan/v1/plan.pb.h"
+#include "planner/cancellation.h"
 #include "planner/graph.h"
 
 namespace partplan {
@@ -87,7 +88,12 @@ class NodeSetMemory {
 };
 
 // Sets parents and children from partition_of: p is a parent of c when a
-// node of p has a user in c (torch.fx's set_parents_and_children).
+// node of p has a user in c (torch.fx's set_parents_and_children). Polls
+// `token` by nodes and edges seen; its status when it fires.
+absl::Status LinkPartitions(const CompactGraph& graph, const CancellationToken& token,
+                            PartitionSet* set);
+// The same with a token that never fires, for the builders that have none
+// (PartitionBuilder::Finish, PartitionMerger::Finish, entry_points' shards).
 void LinkPartitions(const CompactGraph& graph, PartitionSet* set);
 
 // How a plan lists its nodes (a request's node_references): OK for a value

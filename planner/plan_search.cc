@@ -9,19 +9,24 @@
 
 namespace partplan {
 
-PartitionSet BuildPartitionSet(const CompactGraph& graph, const PartitionList& parts) {
+absl::StatusOr<PartitionSet> BuildPartitionSet(const CompactGraph& graph,
+                                               const PartitionList& parts,
+                                               const CancellationToken& token) {
   PartitionSet set;
   set.partition_of.assign(graph.num_nodes(), -1);
   set.partitions.resize(parts.size());
   NodeSetMemory memory(graph);
+  int64_t work = 0;
   for (size_t p = 0; p < parts.size(); ++p) {
+    // A partition costs its nodes and their inputs (NodeSetMemory).
+    PARTPLAN_RETURN_IF_ERROR(token.CheckWork(1 + static_cast<int64_t>(parts[p].size()), &work));
     set.partitions[p].nodes = parts[p];
     set.partitions[p].memory_bytes = memory.Compute(parts[p]);
     for (NodeId v : parts[p]) {
       if (graph.is_op_node(v)) set.partition_of[v] = static_cast<int32_t>(p);
     }
   }
-  LinkPartitions(graph, &set);
+  PARTPLAN_RETURN_IF_ERROR(LinkPartitions(graph, token, &set));
   return set;
 }
 

@@ -4,7 +4,7 @@
 // accounting.
 //
 //   PartitionList parts = ...;                        // node sets, list order
-//   PartitionSet set = BuildPartitionSet(graph, parts);
+//   PARTPLAN_ASSIGN_OR_RETURN(PartitionSet set, BuildPartitionSet(graph, parts, token));
 //   PARTPLAN_ASSIGN_OR_RETURN(bool mapped, RemapAll(graph, devices, token, &set));
 //   PARTPLAN_ASSIGN_OR_RETURN(double cost, TorchFxCost(graph, devices, set, token));
 #ifndef PARTPLAN_PLANNER_PLAN_SEARCH_H_
@@ -25,7 +25,10 @@ namespace partplan {
 using PartitionList = std::vector<std::vector<NodeId>>;
 
 // The partitions of `parts`, with memory, partition_of and links; no devices.
-PartitionSet BuildPartitionSet(const CompactGraph& graph, const PartitionList& parts);
+// The token's status when it fires (polled by work done).
+absl::StatusOr<PartitionSet> BuildPartitionSet(const CompactGraph& graph,
+                                               const PartitionList& parts,
+                                               const CancellationToken& token);
 
 // Clears every partition's devices and maps them all again, best fit in
 // list order; a partition that fits nowhere stops the mapping and leaves the
