@@ -88,13 +88,19 @@ int EarlierEntry(const NodePartitions& entries, int before, const std::string& n
 }  // namespace
 
 absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const DeviceList& devices,
-                                          const v1::PartitionerConfig& config) {
+                                          const v1::PartitionerConfig& config,
+                                          const CancellationToken& token) {
   const int num_partitions = config.partition_devices_size();
   PartitionSet set;
   set.partitions.resize(num_partitions);
 
+  int64_t work = 0;  // steps of the loops below, for the token's polls
   std::vector<bool> has_devices(num_partitions, false);
+  // The entry (partition_devices index) that last listed each device: each
+  // device once per entry.
+  std::vector<int> listed_by(devices.size(), -1);
   for (int i = 0; i < num_partitions; ++i) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
     const v1::PartitionDevices& entry = config.partition_devices(i);
     const std::string at = absl::StrCat("config.partition_devices[", i, "]");
     if (entry.partition() < 0 || entry.partition() >= num_partitions) {
@@ -110,20 +116,20 @@ absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const Devic
     has_devices[entry.partition()] = true;
     // Each device once: a device listed twice would be charged the
     // partition twice (and its load could overflow).
-    std::vector<bool> listed(devices.size(), false);
     for (int k = 0; k < entry.logical_device_ids_size(); ++k) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
       const int d = devices.IndexOf(entry.logical_device_ids(k));
       if (d < 0) {
         return InvalidFieldError(absl::StrCat(at, ".logical_device_ids[", k, "]"),
                                  absl::StrCat("no device has logical id ",
                                               entry.logical_device_ids(k)));
       }
-      if (listed[d]) {
+      if (listed_by[d] == i) {
         return InvalidFieldError(absl::StrCat(at, ".logical_device_ids[", k, "]"),
                                  absl::StrCat("device ", entry.logical_device_ids(k),
                                               " is listed twice for partition ", entry.partition()));
       }
-      listed[d] = true;
+      listed_by[d] = i;
     }
     set.partitions[entry.partition()].logical_device_ids = {entry.logical_device_ids().begin(),
                                                             entry.logical_device_ids().end()};
@@ -136,6 +142,7 @@ absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const Devic
   const NodePartitions& entries = config.node_partitions();
   EntryNodeLocator locator(graph, entries);
   for (int i = 0; i < entries.size(); ++i) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
     const v1::NodePartition& entry = entries[i];
     // Made only for an error: one string per entry would cost more than the lookup.
     const auto at = [i] { return absl::StrCat("config.node_partitions[", i, "]"); };
@@ -174,6 +181,7 @@ absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const Devic
     set.partitions[p].nodes.push_back(v);
   };
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
     if (graph.is_op_node(v)) {
       if (partition_of[v] < 0) {
         return InvalidFieldError(
@@ -185,6 +193,7 @@ absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const Devic
       if (partition_of[v] >= 0) add(partition_of[v], v);
       partition_of[v] = -1;
       for (NodeId user : graph.users(v)) {
+        PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
         // A user with no partition yet is reported when the loop reaches it.
         if (graph.is_op_node(user) && partition_of[user] >= 0) add(partition_of[user], v);
       }
@@ -193,13 +202,15 @@ absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const Devic
   NodeSetMemory memory(graph);
   for (int p = 0; p < num_partitions; ++p) {
     const std::vector<NodeId>& nodes = set.partitions[p].nodes;
+    // NodeSetMemory costs the nodes and their inputs.
+    PARTPLAN_RETURN_IF_ERROR(token.CheckWork(1 + static_cast<int64_t>(nodes.size()), &work));
     if (nodes.empty()) {
       return InvalidFieldError(absl::StrCat("config.partition_devices"),
                                absl::StrCat("partition ", p, " has no nodes"));
     }
     set.partitions[p].memory_bytes = memory.Compute(nodes);
   }
-  LinkPartitions(graph, &set);
+  PARTPLAN_RETURN_IF_ERROR(LinkPartitions(graph, token, &set));
   return set;
 }
 

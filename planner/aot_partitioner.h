@@ -18,20 +18,24 @@
 // hashing its names.
 //
 //   PARTPLAN_ASSIGN_OR_RETURN(PartitionSet set,
-//                             AotPartition(graph, devices, request.config()));
+//                             AotPartition(graph, devices, request.config(), token));
 #ifndef PARTPLAN_PLANNER_AOT_PARTITIONER_H_
 #define PARTPLAN_PLANNER_AOT_PARTITIONER_H_
 
 #include "absl/status/statusor.h"
 #include "partplan/v1/plan.pb.h"
+#include "planner/cancellation.h"
 #include "planner/devices.h"
 #include "planner/graph.h"
 #include "planner/partition.h"
 
 namespace partplan {
 
+// Polls `token` by work done (entries, nodes, edges); its status when it
+// fires.
 absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const DeviceList& devices,
-                                          const v1::PartitionerConfig& config);
+                                          const v1::PartitionerConfig& config,
+                                          const CancellationToken& token);
 
 }  // namespace partplan
 

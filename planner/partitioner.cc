@@ -23,9 +23,11 @@ namespace {
 
 // torch.fx's find_single_partition: every node but the output, on the
 // device with the most memory (the first such in inventory order).
-PartitionSet SinglePartition(const CompactGraph& graph, const DeviceList& devices) {
+absl::StatusOr<PartitionSet> SinglePartition(const CompactGraph& graph, const DeviceList& devices,
+                                             const CancellationToken& token) {
   int largest = 0;
   for (int d = 1; d < devices.size(); ++d) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(d));
     if (devices[d].available_memory_bytes > devices[largest].available_memory_bytes) largest = d;
   }
   PartitionSet set;
@@ -33,6 +35,7 @@ PartitionSet SinglePartition(const CompactGraph& graph, const DeviceList& device
   Partition& partition = set.partitions.back();
   set.partition_of.assign(graph.num_nodes(), -1);
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(v));
     if (v == graph.output_node()) continue;
     partition.nodes.push_back(v);
     if (graph.is_op_node(v)) set.partition_of[v] = 0;
@@ -53,16 +56,20 @@ int64_t TotalMemory(const DeviceList& devices) {
   return total;
 }
 
-void ToProto(const CompactGraph& graph, const DeviceList& devices, const PartitionSet& set,
-             const std::vector<DeviceLoad>& loads, const ModuleSplit& split,
-             const PlanLatency& latency, absl::string_view planner,
-             v1::NodeReferences node_references, v1::PartitionPlan* out_plan) {
+// The token is polled by the names, ids and entries written.
+absl::Status ToProto(const CompactGraph& graph, const DeviceList& devices, const PartitionSet& set,
+                     const std::vector<DeviceLoad>& loads, const ModuleSplit& split,
+                     const PlanLatency& latency, absl::string_view planner,
+                     v1::NodeReferences node_references, const CancellationToken& token,
+                     v1::PartitionPlan* out_plan) {
   v1::PartitionPlan& plan = *out_plan;
   plan.Clear();
+  int64_t work = 0;
   const bool by_name = node_references == v1::NODE_REFERENCES_NAMES;
   if (by_name) {
     plan.mutable_assignments()->Reserve(graph.num_op_nodes());
     for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
       if (set.partition_of[v] < 0) continue;
       v1::NodePartition* assignment = plan.add_assignments();
       const absl::string_view name = graph.name(v);
@@ -74,17 +81,25 @@ void ToProto(const CompactGraph& graph, const DeviceList& devices, const Partiti
         *plan.mutable_partition_by_node_index();
     partition_of.Reserve(graph.num_nodes());
     for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
       partition_of.AddAlreadyReserved(std::max(set.partition_of[v], -1));
     }
   }
   // Split-module inputs and outputs, by partition id.
   std::vector<const SplitPartition*> split_of(set.partitions.size(), nullptr);
-  for (const SplitPartition& part : split.partitions) split_of[part.partition] = &part;
+  for (const SplitPartition& part : split.partitions) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+    split_of[part.partition] = &part;
+  }
 
   int64_t max_bytes = 0;
   int64_t cross_bytes = 0;
   for (int32_t p = 0; p < static_cast<int32_t>(set.partitions.size()); ++p) {
     const Partition& partition = set.partitions[p];
+    size_t entries = partition.nodes.size() + partition.logical_device_ids.size() +
+                     partition.parents.size() + partition.children.size();
+    if (split_of[p] != nullptr) entries += split_of[p]->inputs.size() + split_of[p]->outputs.size();
+    PARTPLAN_RETURN_IF_ERROR(token.CheckWork(1 + static_cast<int64_t>(entries), &work));
     v1::Partition* out = plan.add_partitions();
     out->set_id(p);
     if (by_name) {
@@ -110,6 +125,10 @@ void ToProto(const CompactGraph& graph, const DeviceList& devices, const Partiti
   for (int32_t i : split.construction_order) {
     const SplitPartition& part = split.partitions[i];
     const Partition& partition = set.partitions[part.partition];
+    PARTPLAN_RETURN_IF_ERROR(token.CheckWork(
+        1 + static_cast<int64_t>(part.argument_names.size() + part.dag_output_names.size() +
+                                 partition.logical_device_ids.size()),
+        &work));
     v1::DagNode* node = plan.add_dag();
     node->set_submodule(part.submodule_name);
     node->set_partition(part.partition);
@@ -122,6 +141,8 @@ void ToProto(const CompactGraph& graph, const DeviceList& devices, const Partiti
   }
   int devices_used = 0;
   for (int d = 0; d < devices.size(); ++d) {
+    PARTPLAN_RETURN_IF_ERROR(
+        token.CheckWork(1 + static_cast<int64_t>(loads[d].partitions.size()), &work));
     v1::DeviceUsage* usage = plan.add_device_usage();
     usage->set_logical_id(devices[d].logical_id);
     usage->set_name(devices[d].name);
@@ -140,6 +161,7 @@ void ToProto(const CompactGraph& graph, const DeviceList& devices, const Partiti
   summary->set_max_partition_bytes(max_bytes);
   summary->set_cross_partition_bytes(cross_bytes);
   summary->set_critical_path_latency_seconds(latency.critical_path_seconds);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -173,9 +195,9 @@ absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& dev
   // What the mappings charge as they go; the plan reports DeviceHoldings.
   std::vector<DeviceLoad> loads = ChargePlacedPartitions(devices, set);
   if (mode == v1::PartitionerConfig::AOT_BASED) {
-    PARTPLAN_ASSIGN_OR_RETURN(set, AotPartition(graph, devices, config));
+    PARTPLAN_ASSIGN_OR_RETURN(set, AotPartition(graph, devices, config, token));
   } else if (graph.graph_total_bytes() <= largest_memory) {
-    set = SinglePartition(graph, devices);
+    PARTPLAN_ASSIGN_OR_RETURN(set, SinglePartition(graph, devices, token));
   } else if (graph.graph_total_bytes() > TotalMemory(devices)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "devices have not enough memory for the graph: it needs ", graph.graph_total_bytes(),
@@ -241,8 +263,7 @@ absl::Status DescribePlan(const CompactGraph& graph, const DeviceList& devices,
                             EstimatePlanLatency(graph, devices, set, token));
   PARTPLAN_ASSIGN_OR_RETURN(const std::vector<DeviceLoad> loads,
                             DeviceHoldings(graph, devices, set, token));
-  ToProto(graph, devices, set, loads, split, latency, planner, node_references, plan);
-  return absl::OkStatus();
+  return ToProto(graph, devices, set, loads, split, latency, planner, node_references, token, plan);
 }
 
 }  // namespace partplan
