@@ -86,7 +86,8 @@ absl::Status AutoShardOptions::CheckAndSetup() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& graph) {
+absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& graph,
+                                                        const CancellationToken& token) {
   const google::protobuf::RepeatedPtrField<v1::Module>& modules = graph.modules();
   if (modules.empty()) {
     return InvalidFieldError(
@@ -100,6 +101,7 @@ absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& grap
   std::vector<absl::string_view> module_names(num_modules);
   std::vector<int64_t> module_parameters(num_modules);
   for (int i = 0; i < num_modules; ++i) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(i));
     module_names[i] = modules.Get(i).qualified_name();
     module_parameters[i] = modules.Get(i).parameter_count();
   }
@@ -110,7 +112,10 @@ absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& grap
   HashAhead module_hashes(index_of, num_modules,
                           [&module_names](int64_t i) { return module_names[i]; });
   // The import checked the modules: each name once, no negative count.
-  for (int i = 0; i < num_modules; ++i) index_of.Insert(module_names, i, module_hashes.Next(i));
+  for (int i = 0; i < num_modules; ++i) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(i));
+    index_of.Insert(module_names, i, module_hashes.Next(i));
+  }
   const int32_t root = index_of.Find(module_names, "", NameIndex::Hash(""));
   if (root < 0) {
     return InvalidFieldError("graph.modules",
@@ -126,6 +131,7 @@ absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& grap
   StringPool targets;
   NodeReader nodes(graph);
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(v));
     if (graph.op(v) != v1::CALL_MODULE) continue;
     callers.push_back(v);
     targets.Add(nodes.OwnFields(v).target);
@@ -136,6 +142,7 @@ absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& grap
   int64_t charged = 0;
   HashAhead target_hashes(index_of, targets.size(), [&targets](int64_t i) { return targets[i]; });
   for (int64_t i = 0; i < targets.size(); ++i) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(i));
     const NodeId v = callers[i];
     const int32_t module = index_of.Find(module_names, targets[i], target_hashes.Next(i));
     if (module < 0) {

@@ -4,7 +4,7 @@
 // nodes).
 //
 //   PARTPLAN_ASSIGN_OR_RETURN(const ParameterCharges charges,
-//                             ModuleParameterCharges(graph));
+//                             ModuleParameterCharges(graph, token));
 //   AutoShardOptions options;
 //   options.shard_count = 4;
 //   options.exact = true;
@@ -80,8 +80,10 @@ struct ParameterCharges {
 
 // Reads graph.modules. INVALID_ARGUMENT naming the field when the list is
 // empty or has no root module (qualified name ""), a name twice, a negative
-// count, a call_module target it does not list, or charges overflowing.
-absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& graph);
+// count, a call_module target it does not list, or charges overflowing;
+// the token's status when it fires (polled in every loop).
+absl::StatusOr<ParameterCharges> ModuleParameterCharges(const CompactGraph& graph,
+                                                        const CancellationToken& token);
 
 struct AutoShardResult {
   // The first node of every shard, ascending (the first is 0): shard s

@@ -110,9 +110,11 @@ class PipelineGraphBuilder {
       }
     }
     for (int32_t m = 0; m < response_.modules_size(); ++m) {
+      PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(m));
       response_.mutable_modules(m)->set_output_count(reads_[m].element_count);
     }
     for (int i = 0; i < request_.workers_size(); ++i) {
+      PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(i));
       if (!worker_used_[i]) {
         return InvalidFieldError(
             absl::StrCat("workers[", i, "].target"),
@@ -132,10 +134,14 @@ class PipelineGraphBuilder {
   absl::Status ReadWorkers() {
     const int num_workers = request_.workers_size();
     std::vector<absl::string_view> targets(num_workers);
-    for (int i = 0; i < num_workers; ++i) targets[i] = request_.workers(i).target();
+    for (int i = 0; i < num_workers; ++i) {
+      PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(i));
+      targets[i] = request_.workers(i).target();
+    }
     NameIndex index(num_workers);
     HashAhead worker_hashes(index, num_workers, [&targets](int64_t i) { return targets[i]; });
     for (int i = 0; i < num_workers; ++i) {
+      PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(i));
       const uint64_t hash = worker_hashes.Next(i);
       const v1::ModuleWorker& worker = request_.workers(i);
       const auto path = [i](absl::string_view field) {
@@ -166,6 +172,7 @@ class PipelineGraphBuilder {
                             [&module_targets](int64_t i) { return module_targets[i]; });
     worker_of_module_.resize(module_targets.size());
     for (int64_t m = 0; m < module_targets.size(); ++m) {
+      PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(m));
       worker_of_module_[m] = index.Find(targets, module_targets[m], module_hashes.Next(m));
     }
     return absl::OkStatus();

@@ -124,7 +124,8 @@ absl::Status FairscaleShards(const StageModel& model, const ShardOptions& option
   auto_shard.shard_count = options.shard_count;
   auto_shard.exact = options.exact;
   PARTPLAN_RETURN_IF_ERROR(auto_shard.CheckAndSetup());
-  PARTPLAN_ASSIGN_OR_RETURN(const ParameterCharges charges, ModuleParameterCharges(model.graph()));
+  PARTPLAN_ASSIGN_OR_RETURN(const ParameterCharges charges,
+                            ModuleParameterCharges(model.graph(), token));
   PARTPLAN_ASSIGN_OR_RETURN(const AutoShardResult shards,
                             AutoShard(model.graph(), charges, auto_shard, token));
   const std::vector<int32_t> cuts = ItemCuts(model, shards.first_node);
@@ -208,7 +209,7 @@ absl::Status ShardGraphPlan(const CompactGraph& graph, const v1::ShardGraphReque
                              "nothing to shard: the graph has no call_module, call_function or "
                              "call_method node");
   }
-  const StageModel model(graph);
+  PARTPLAN_ASSIGN_OR_RETURN(const StageModel model, StageModel::Create(graph, token));
   PARTPLAN_RETURN_IF_ERROR(options.mode == v1::ShardConfig::BALANCED
                                ? BalancedShards(model, request, options, token, response)
                                : FairscaleShards(model, options, token, response));

@@ -25,12 +25,17 @@
 // and removes at most output(i), which is not above total(i).
 //
 // Construction is O(nodes + edges); the model keeps a reference to `graph`.
+// Create polls a token through it, as the planners do; the constructor is
+// for tests and benchmarks.
 #ifndef PARTPLAN_PLANNER_PIPELINE_STAGE_MODEL_H_
 #define PARTPLAN_PLANNER_PIPELINE_STAGE_MODEL_H_
 
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "planner/cancellation.h"
 #include "planner/graph.h"
 
 namespace partplan {
@@ -38,6 +43,9 @@ namespace partplan {
 class StageModel {
  public:
   explicit StageModel(const CompactGraph& graph);
+  // The model of `graph`, or the token's status when it fires first.
+  static absl::StatusOr<StageModel> Create(const CompactGraph& graph,
+                                           const CancellationToken& token);
 
   const CompactGraph& graph() const { return graph_; }
   int32_t num_items() const { return static_cast<int32_t>(items_.size()); }
@@ -54,6 +62,10 @@ class StageModel {
   }
 
  private:
+  struct Unbuilt {};
+  StageModel(const CompactGraph& graph, Unbuilt) : graph_(graph) {}
+  absl::Status Build(const CancellationToken& token);
+
   const CompactGraph& graph_;
   std::vector<NodeId> items_;
   std::vector<int32_t> position_;

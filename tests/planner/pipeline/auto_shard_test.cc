@@ -32,7 +32,7 @@ absl::StatusOr<AutoShardResult> ChargeAndWalk(const GraphSource& source,
                                               std::vector<std::string>* first_nodes) {
   CancellationToken token;
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(source, InputLimits(), token));
-  PARTPLAN_ASSIGN_OR_RETURN(const ParameterCharges charges, ModuleParameterCharges(graph));
+  PARTPLAN_ASSIGN_OR_RETURN(const ParameterCharges charges, ModuleParameterCharges(graph, token));
   PARTPLAN_ASSIGN_OR_RETURN(AutoShardResult result, AutoShard(graph, charges, options, token));
   for (NodeId v : result.first_node) first_nodes->emplace_back(graph.name(v));
   return result;
@@ -254,7 +254,7 @@ TEST(AutoShardTest, StopsWhenCancelled) {
   token.Cancel();
   const v1::Graph proto = Chain(3, 1).graph();
   const CompactGraph graph = *ImportGraph(proto, InputLimits(), CancellationToken());
-  const ParameterCharges charges = *ModuleParameterCharges(graph);
+  const ParameterCharges charges = *ModuleParameterCharges(graph, CancellationToken());
   absl::StatusOr<AutoShardResult> result = AutoShard(graph, charges, AutoShardOptions(), token);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
