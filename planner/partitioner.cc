@@ -192,8 +192,9 @@ absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& dev
     largest_memory = std::max(largest_memory, device.available_memory_bytes);
   }
   PartitionSet set;
-  // What the mappings charge as they go; the plan reports DeviceHoldings.
-  std::vector<DeviceLoad> loads = ChargePlacedPartitions(devices, set);
+  // MapPartitionsToDevices' charges, which nothing reads after it: the plan
+  // reports DeviceHoldings of the final placement.
+  std::vector<DeviceLoad> loads;
   if (mode == v1::PartitionerConfig::AOT_BASED) {
     PARTPLAN_ASSIGN_OR_RETURN(set, AotPartition(graph, devices, config, token));
   } else if (graph.graph_total_bytes() <= largest_memory) {
@@ -243,7 +244,7 @@ absl::Status PartitionGraphPlan(const CompactGraph& graph, const DeviceList& dev
     }
   }
   if (config.saturate_host()) {
-    PARTPLAN_RETURN_IF_ERROR(SaturateHost(devices, token, &set, &loads));
+    PARTPLAN_RETURN_IF_ERROR(SaturateHost(devices, token, &set));
   }
   return DescribePlan(
       graph, devices, set, planner,

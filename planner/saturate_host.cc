@@ -2,13 +2,14 @@
 
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "planner/status_util.h"
 
 namespace partplan {
 
 absl::Status SaturateHost(const DeviceList& devices, const CancellationToken& token,
-                          PartitionSet* set, std::vector<DeviceLoad>* loads) {
+                          PartitionSet* set, int64_t max_device_ids) {
   const int num_devices = devices.size();
   // Work done since the token was last polled, in steps of O(log D) at
   // most: every loop below adds to it, so a poll comes within
@@ -24,9 +25,11 @@ absl::Status SaturateHost(const DeviceList& devices, const CancellationToken& to
   // memory of every partition placed on it.
   std::vector<std::vector<int32_t>> partitions_on(num_devices);
   std::vector<int64_t> charged(num_devices, 0);
+  int64_t ids_per_round = 0;  // a round appends one id per placement
   for (int32_t p = 0; p < static_cast<int32_t>(set->partitions.size()); ++p) {
     for (int32_t logical_id : set->partitions[p].logical_device_ids) {
       PARTPLAN_RETURN_IF_ERROR(poll(1));
+      ++ids_per_round;
       const int d = devices.IndexOf(logical_id);
       partitions_on[d].push_back(p);
       charged[d] += set->partitions[p].memory_bytes;
@@ -52,7 +55,9 @@ absl::Status SaturateHost(const DeviceList& devices, const CancellationToken& to
   }
   std::vector<std::pair<int, int>> replicas;  // (replica, original), in order
   std::vector<std::pair<int, int>> round;     // this round's, kept only if complete
-  while (2 * used.size() + replicas.size() <= static_cast<size_t>(num_devices)) {
+  int64_t ids_appended = 0;
+  while (2 * used.size() + replicas.size() <= static_cast<size_t>(num_devices) &&
+         ids_per_round <= max_device_ids - ids_appended) {
     round.clear();
     for (int original : used) {
       PARTPLAN_RETURN_IF_ERROR(poll(1));
@@ -71,6 +76,7 @@ absl::Status SaturateHost(const DeviceList& devices, const CancellationToken& to
       break;
     }
     replicas.insert(replicas.end(), round.begin(), round.end());
+    ids_appended += ids_per_round;
   }
   // The answer: every replica's id on each partition of its original. It
   // is replicas x partitions long (an AOT plan with every partition on one
@@ -80,8 +86,6 @@ absl::Status SaturateHost(const DeviceList& devices, const CancellationToken& to
     for (int32_t p : partitions_on[original]) {
       set->partitions[p].logical_device_ids.push_back(devices[replica].logical_id);
     }
-    (*loads)[replica].used_bytes = (*loads)[original].used_bytes;
-    (*loads)[replica].partitions = (*loads)[original].partitions;
   }
   return absl::OkStatus();
 }

@@ -9,7 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/devices.h"
 #include "planner/entry_points.h"
+#include "planner/saturate_host.h"
 #include "planner/status_util.h"
 #include "tests/planner/test_graphs.h"
 
@@ -329,6 +331,37 @@ TEST(SaturateHostTest, ReplicatesEveryUsedDeviceOntoTheSmallestIdleDeviceThatFit
   EXPECT_EQ(plan->summary().devices_used(), 4);
   // The DAG lists every device of a partition.
   EXPECT_THAT(Ids(plan->dag(0).logical_device_ids()), ElementsAre(0, 4));
+}
+
+// Ten partitions on dev0 of eleven equal devices: each round appends ten
+// device ids, one per partition. Without a bound there are ten rounds
+// (2 * 1 + 9 <= 11 before the last), 100 ids; a bound of 35 keeps the
+// three rounds whose 30 ids fit under it.
+TEST(SaturateHostTest, AppendsNoMoreDeviceIdsThanItsBound) {
+  const DeviceList devices =
+      ImportDevices(TestDevices(std::vector<int64_t>(11, 100)), InputLimits()).value();
+  const auto plan = [] {
+    PartitionSet set;
+    set.partitions.resize(10);
+    for (Partition& partition : set.partitions) {
+      partition.memory_bytes = 10;
+      partition.logical_device_ids = {0};
+    }
+    return set;
+  };
+  const CancellationToken token;
+  PartitionSet bounded = plan();
+  ASSERT_TRUE(SaturateHost(devices, token, &bounded, /*max_device_ids=*/35).ok());
+  for (const Partition& partition : bounded.partitions) {
+    EXPECT_THAT(partition.logical_device_ids, ElementsAre(0, 1, 2, 3));
+  }
+  PartitionSet unbounded = plan();
+  ASSERT_TRUE(SaturateHost(devices, token, &unbounded).ok());
+  for (const Partition& partition : unbounded.partitions) {
+    EXPECT_EQ(partition.logical_device_ids.size(), 11u);
+  }
+  // The default bound: as many ids as a request's graph may hold values.
+  EXPECT_EQ(kMaxSaturateDeviceIds, InputLimits().max_values);
 }
 
 }  // namespace

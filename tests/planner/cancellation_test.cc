@@ -492,15 +492,13 @@ TEST(SaturateHostCancellationTest, FiredTokenStopsIt) {
     return set;
   };
   PartitionSet set = plan();
-  std::vector<DeviceLoad> loads(devices.size());
   CancellationToken token;
   token.Cancel();
-  EXPECT_EQ(SaturateHost(devices, token, &set, &loads).code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(SaturateHost(devices, token, &set).code(), absl::StatusCode::kCancelled);
   // With a live token it copies the device to every other.
   set = plan();
-  loads.assign(devices.size(), DeviceLoad());
   const CancellationToken live;
-  ASSERT_TRUE(SaturateHost(devices, live, &set, &loads).ok());
+  ASSERT_TRUE(SaturateHost(devices, live, &set).ok());
   EXPECT_EQ(set.partitions[0].logical_device_ids.size(), static_cast<size_t>(devices.size()));
 }
 
