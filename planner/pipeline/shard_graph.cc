@@ -34,11 +34,14 @@ std::vector<int32_t> ItemCuts(const StageModel& model, const std::vector<NodeId>
 }
 
 // The sum of the nodes' parameter_count in each shard.
-std::vector<int64_t> NodeParameters(const StageModel& model, absl::Span<const int32_t> cuts) {
+absl::StatusOr<std::vector<int64_t>> NodeParameters(const StageModel& model,
+                                                    absl::Span<const int32_t> cuts,
+                                                    const CancellationToken& token) {
   std::vector<int64_t> parameters(cuts.size() - 1, 0);
   NodeReader nodes(model.graph());
   for (size_t s = 0; s + 1 < cuts.size(); ++s) {
     for (int32_t i = cuts[s]; i < cuts[s + 1]; ++i) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(i));
       parameters[s] += nodes.OwnFields(model.item(i)).parameter_count;
     }
   }
@@ -146,11 +149,13 @@ absl::Status BalancedShards(const StageModel& model, const v1::ShardGraphRequest
         absl::StrCat("BALANCED places stage i on devices[i] and needs one device per stage: ",
                      devices.size(), " devices for shard_count ", options.shard_count));
   }
-  PARTPLAN_ASSIGN_OR_RETURN(const StageWork work, ChooseStageWork(model, devices));
+  PARTPLAN_ASSIGN_OR_RETURN(const StageWork work, ChooseStageWork(model, devices, token));
   PARTPLAN_ASSIGN_OR_RETURN(const StagePlan plan,
                             PlanBalancedStages(model, work.of_item, work.devices, token));
-  PARTPLAN_RETURN_IF_ERROR(DescribeShards(model, plan.cuts, NodeParameters(model, plan.cuts),
-                                          options.node_references, token, response));
+  PARTPLAN_ASSIGN_OR_RETURN(const std::vector<int64_t> parameters,
+                            NodeParameters(model, plan.cuts, token));
+  PARTPLAN_RETURN_IF_ERROR(
+      DescribeShards(model, plan.cuts, parameters, options.node_references, token, response));
   const StageTimes times(work.of_item, work.devices);
   double pipeline_seconds = 0;
   for (int s = 0; s < options.shard_count; ++s) {

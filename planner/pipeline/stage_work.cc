@@ -40,7 +40,8 @@ absl::string_view WorkKindName(WorkKind kind) {
   return "unknown";
 }
 
-absl::StatusOr<StageWork> ChooseStageWork(const StageModel& model, const DeviceList& devices) {
+absl::StatusOr<StageWork> ChooseStageWork(const StageModel& model, const DeviceList& devices,
+                                          const CancellationToken& token) {
   const CompactGraph& graph = model.graph();
   StageWork work;
   work.kind = KindOf(graph);
@@ -48,6 +49,7 @@ absl::StatusOr<StageWork> ChooseStageWork(const StageModel& model, const DeviceL
   NodeReader nodes(graph);
   double sum = 0;
   for (int32_t i = 0; i < model.num_items(); ++i) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(i));
     work.of_item.push_back(WorkOf(graph, nodes, model.item(i), work.kind));
     sum += work.of_item.back();
   }
@@ -58,6 +60,7 @@ absl::StatusOr<StageWork> ChooseStageWork(const StageModel& model, const DeviceL
   const bool scale = work.kind != WorkKind::kLatency && devices.size() > 0 &&
                      devices.compute_flops_per_second(0) > 0;
   for (int d = 0; d < devices.size(); ++d) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(d));
     const double throughput = devices.compute_flops_per_second(d);
     if (work.kind != WorkKind::kLatency && (throughput > 0) != scale) {
       const int without = scale ? d : 0;

@@ -1,7 +1,7 @@
 // ChooseStageWork: what the BALANCED planner balances -- each item's work --
 // and how fast each stage's device does it.
 //
-//   PARTPLAN_ASSIGN_OR_RETURN(const StageWork work, ChooseStageWork(model, devices));
+//   PARTPLAN_ASSIGN_OR_RETURN(const StageWork work, ChooseStageWork(model, devices, token));
 //   PlanBalancedStages(model, work.of_item, work.devices, token);
 //
 // The kind of work is chosen once for the whole graph, the most direct
@@ -29,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "planner/cancellation.h"
 #include "planner/devices.h"
 #include "planner/pipeline/balanced_stages.h"
 #include "planner/pipeline/stage_model.h"
@@ -50,7 +51,9 @@ struct StageWork {
   bool in_seconds = false;
 };
 
-absl::StatusOr<StageWork> ChooseStageWork(const StageModel& model, const DeviceList& devices);
+// Polls `token` per item and device; its status when it fires.
+absl::StatusOr<StageWork> ChooseStageWork(const StageModel& model, const DeviceList& devices,
+                                          const CancellationToken& token);
 
 }  // namespace partplan
 

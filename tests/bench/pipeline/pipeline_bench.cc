@@ -155,7 +155,8 @@ void BM_BalancedStagesAlone(benchmark::State& state, int stages) {
   CancellationToken token;
   const CompactGraph graph = *ImportGraph(received.graph(), InputLimits(), token);
   const StageModel model(graph);
-  const StageWork work = *ChooseStageWork(model, *ImportDevices(request.devices(), InputLimits()));
+  const StageWork work =
+      *ChooseStageWork(model, *ImportDevices(request.devices(), InputLimits()), token);
   double bottleneck = 0;
   for (auto _ : state) {
     absl::StatusOr<StagePlan> plan = PlanBalancedStages(model, work.of_item, work.devices, token);
