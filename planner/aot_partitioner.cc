@@ -100,7 +100,7 @@ absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const Devic
   // device once per entry.
   std::vector<int> listed_by(devices.size(), -1);
   for (int i = 0; i < num_partitions; ++i) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     const v1::PartitionDevices& entry = config.partition_devices(i);
     const std::string at = absl::StrCat("config.partition_devices[", i, "]");
     if (entry.partition() < 0 || entry.partition() >= num_partitions) {
@@ -117,7 +117,7 @@ absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const Devic
     // Each device once: a device listed twice would be charged the
     // partition twice (and its load could overflow).
     for (int k = 0; k < entry.logical_device_ids_size(); ++k) {
-      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       const int d = devices.IndexOf(entry.logical_device_ids(k));
       if (d < 0) {
         return InvalidFieldError(absl::StrCat(at, ".logical_device_ids[", k, "]"),
@@ -142,7 +142,7 @@ absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const Devic
   const NodePartitions& entries = config.node_partitions();
   EntryNodeLocator locator(graph, entries);
   for (int i = 0; i < entries.size(); ++i) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     const v1::NodePartition& entry = entries[i];
     // Made only for an error: one string per entry would cost more than the lookup.
     const auto at = [i] { return absl::StrCat("config.node_partitions[", i, "]"); };
@@ -181,7 +181,7 @@ absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const Devic
     set.partitions[p].nodes.push_back(v);
   };
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     if (graph.is_op_node(v)) {
       if (partition_of[v] < 0) {
         return InvalidFieldError(
@@ -193,7 +193,7 @@ absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const Devic
       if (partition_of[v] >= 0) add(partition_of[v], v);
       partition_of[v] = -1;
       for (NodeId user : graph.users(v)) {
-        PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+        PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
         // A user with no partition yet is reported when the loop reaches it.
         if (graph.is_op_node(user) && partition_of[user] >= 0) add(partition_of[user], v);
       }

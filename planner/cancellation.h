@@ -56,11 +56,15 @@ class CancellationToken {
 
   // For a loop whose steps differ in size (a step calls something linear in
   // a partition): adds the step's `units` of work to `*work`, and Check()s
-  // when the sum passes a multiple of kPollInterval; OK otherwise.
+  // when the sum was at or passes a multiple of kPollInterval (so at the
+  // first step, as CheckEvery(0) does); OK otherwise. Counters shared with
+  // CheckEvery count from 0 (CheckEvery(work++)).
   absl::Status CheckWork(int64_t units, int64_t* work) const {
     const int64_t before = *work;
     *work += units;
-    return before / kPollInterval != *work / kPollInterval ? Check() : absl::OkStatus();
+    return before % kPollInterval == 0 || before / kPollInterval != *work / kPollInterval
+               ? Check()
+               : absl::OkStatus();
   }
 
  private:

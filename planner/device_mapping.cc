@@ -88,7 +88,7 @@ absl::StatusOr<std::vector<DeviceLoad>> DeviceHoldings(const CompactGraph& graph
   std::vector<int32_t> seen(graph.num_nodes(), -1);  // the device that last took each node
   std::vector<NodeId> held;
   for (int d = 0; d < devices.size(); ++d) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     DeviceLoad& load = loads[d];
     if (load.partitions.size() == 1) {
       load.used_bytes = set.partitions[load.partitions.front()].memory_bytes;
@@ -130,7 +130,7 @@ absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList&
   std::vector<int64_t> room(num_devices);
   HeldNodes held(graph.num_nodes(), num_devices);
   for (int d = 0; d < num_devices; ++d) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     room[d] = devices[d].available_memory_bytes - (*loads)[d].used_bytes;
     for (int32_t p : (*loads)[d].partitions) {
       PARTPLAN_RETURN_IF_ERROR(
@@ -152,7 +152,7 @@ absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList&
   std::set<std::tuple<int64_t, int64_t, int>> by_room;
   std::vector<int64_t> order_key(num_devices);
   for (int d = 0; d < num_devices; ++d) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     order_key[d] = d;
     by_room.emplace(room[d], d, d);
   }
@@ -169,15 +169,15 @@ absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList&
     int chosen = -1;
     int64_t chosen_bytes = 0;
     for (const auto& [left, key, d] : by_room) {
-      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       int64_t bytes = partition.memory_bytes;
       if (held.HoldsAny(d)) {
         bytes = 0;
         for (NodeId v : partition.nodes) {
-          PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+          PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
           bytes += graph.total_bytes(v);
           for (NodeId u : graph.inputs(v)) {
-            PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+            PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
             if (stamp[u] != p && !held.Holds(d, u)) bytes += graph.output_bytes(u);
           }
         }

@@ -119,18 +119,18 @@ absl::Status LinkPartitions(const CompactGraph& graph, const CancellationToken& 
                             PartitionSet* set) {
   int64_t work = 0;
   for (Partition& partition : set->partitions) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     partition.parents.clear();
     partition.children.clear();
   }
   // Placeholders and get_attrs are copied into their users' partitions, so
   // only call_* nodes link partitions.
   for (NodeId u = 0; u < graph.num_nodes(); ++u) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     const int32_t p = set->partition_of[u];
     if (p < 0) continue;
     for (NodeId v : graph.users(u)) {
-      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       const int32_t c = set->partition_of[v];
       if (c >= 0 && c != p) {
         set->partitions[p].children.push_back(c);

@@ -69,7 +69,7 @@ absl::Status ToProto(const CompactGraph& graph, const DeviceList& devices, const
   if (by_name) {
     plan.mutable_assignments()->Reserve(graph.num_op_nodes());
     for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       if (set.partition_of[v] < 0) continue;
       v1::NodePartition* assignment = plan.add_assignments();
       const absl::string_view name = graph.name(v);
@@ -81,14 +81,14 @@ absl::Status ToProto(const CompactGraph& graph, const DeviceList& devices, const
         *plan.mutable_partition_by_node_index();
     partition_of.Reserve(graph.num_nodes());
     for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       partition_of.AddAlreadyReserved(std::max(set.partition_of[v], -1));
     }
   }
   // Split-module inputs and outputs, by partition id.
   std::vector<const SplitPartition*> split_of(set.partitions.size(), nullptr);
   for (const SplitPartition& part : split.partitions) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     split_of[part.partition] = &part;
   }
 

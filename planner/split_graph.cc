@@ -161,7 +161,7 @@ class SplitResponseWriter {
     }
     out.Append(base_graph_);
     for (const int32_t i : qualified_) {
-      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       const absl::string_view split_name = split_names_[i];
       const absl::string_view target = targets_[i];
       const size_t payload = StringFieldSize(split_name) + StringFieldSize(target);
@@ -221,7 +221,7 @@ class SplitResponseWriter {
     NodeReader nodes(graph_);
     std::string split_name;
     for (NodeId v = 0; v < graph_.num_nodes(); ++v) {
-      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       if (graph_.op(v) != v1::CALL_MODULE) continue;
       const absl::string_view target = nodes.OwnFields(v).target;
       split_name.assign(*submodule_name_of[v]);
@@ -233,7 +233,7 @@ class SplitResponseWriter {
     NameIndex first_use(split_names_.size());
     HashAhead hashes(first_use, split_names_.size(), [this](int64_t i) { return split_names_[i]; });
     for (int32_t i = 0; i < static_cast<int32_t>(split_names_.size()); ++i) {
-      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       if (first_use.Insert(split_names_, i, hashes.Next(i)) >= 0) continue;
       qualified_.push_back(i);
       size_ += FieldSize(StringFieldSize(split_names_[i]) + StringFieldSize(targets_[i]));
@@ -253,7 +253,7 @@ class SplitResponseWriter {
                           int64_t* work, WireWriter& out) const {
     constexpr size_t kNameAhead = 16;
     for (size_t i = 0; i < ids.size(); ++i) {
-      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++*work));
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery((*work)++));
       if (i + kNameAhead < ids.size()) __builtin_prefetch(graph_.name(ids[i + kNameAhead]).data());
       const absl::string_view name = graph_.name(ids[i]);
       out.Reserve(FieldSize(name.size()));

@@ -39,11 +39,11 @@ absl::Status StageModel::Build(const CancellationToken& token) {
   std::vector<int64_t> delta(n + 2, 0);
   int64_t work = 0;  // nodes and edges seen: a node may have any number of users
   for (NodeId u = 0; u < graph.num_nodes(); ++u) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     if (u == graph.output_node()) continue;
     int32_t last_reader = -1;
     for (NodeId w : graph.users(u)) {
-      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       last_reader = std::max(last_reader, w == graph.output_node() ? n : position_[w]);
     }
     const int32_t first_live = position_[u] + 1;  // 0 for a graph input
