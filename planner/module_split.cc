@@ -121,10 +121,17 @@ absl::StatusOr<ModuleSplit> SplitModule(const CompactGraph& graph,
     }
   };
 
+  // Steps of every loop below (a node's inputs, a partition's lists), for
+  // the token's polls: the loops after the first are linear too, and one
+  // node or partition may be large.
+  int64_t work = 0;
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(v));
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     if (v == graph.output_node()) {
-      for (NodeId u : graph.inputs(v)) record_use(u, -1);
+      for (NodeId u : graph.inputs(v)) {
+        PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
+        record_use(u, -1);
+      }
       continue;
     }
     if (!graph.is_op_node(v)) continue;
@@ -135,7 +142,10 @@ absl::StatusOr<ModuleSplit> SplitModule(const CompactGraph& graph,
     }
     index_of_node[v] = it->second;
     parts[it->second].nodes.push_back(v);
-    for (NodeId u : graph.inputs(v)) record_use(u, it->second);
+    for (NodeId u : graph.inputs(v)) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
+      record_use(u, it->second);
+    }
   }
 
   // split_module's topological order: roots in order of appearance on a
@@ -143,6 +153,7 @@ absl::StatusOr<ModuleSplit> SplitModule(const CompactGraph& graph,
   std::vector<int32_t> pending(parts.size());
   std::vector<int32_t> stack;
   for (int32_t i = 0; i < static_cast<int32_t>(parts.size()); ++i) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     pending[i] = static_cast<int32_t>(parts[i].depends_on.size());
     if (pending[i] == 0) stack.push_back(i);
   }
@@ -151,7 +162,9 @@ absl::StatusOr<ModuleSplit> SplitModule(const CompactGraph& graph,
     const int32_t i = stack.back();
     stack.pop_back();
     topological.push_back(i);
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     for (int32_t dependent : parts[i].dependents) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       if (--pending[dependent] == 0) stack.push_back(dependent);
     }
   }
@@ -180,6 +193,7 @@ absl::StatusOr<ModuleSplit> SplitModule(const CompactGraph& graph,
   // Top-level names of graph inputs and partition outputs (few of the nodes).
   absl::flat_hash_map<NodeId, std::string> value_name;
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     if (graph.is_input_node(v)) {
       value_name[v] = std::string(graph.name(v));
       names.Reserve(value_name[v]);
@@ -190,8 +204,10 @@ absl::StatusOr<ModuleSplit> SplitModule(const CompactGraph& graph,
   std::vector<bool> constructed(parts.size(), false);
   for (int32_t i : split.construction_order) {
     SplitPartition& part = parts[i];
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     part.submodule_name = names.Create(absl::StrCat("submod_", part.partition));
     for (NodeId u : part.inputs) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       const int32_t def_index = index_of_node[u];
       if (def_index >= 0 && !constructed[def_index]) {
         return InvalidFieldError(
@@ -208,6 +224,7 @@ absl::StatusOr<ModuleSplit> SplitModule(const CompactGraph& graph,
     constructed[i] = true;
     if (part.outputs.size() > 1) {
       for (NodeId u : part.outputs) {
+        PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
         value_name[u] = names.Create("getitem");
         part.result_names.push_back(value_name[u]);
       }
@@ -218,12 +235,14 @@ absl::StatusOr<ModuleSplit> SplitModule(const CompactGraph& graph,
   }
   NodeReader nodes(graph);
   for (const v1::Value& value : nodes.Read(graph.output_node()).args()) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     if (value.kind_case() == v1::Value::kNode) {
       split.output_values.push_back(value_name[graph.Find(value.node())]);
     }
   }
   const std::string output_name = names.Create("output");
   for (NodeId u : graph.inputs(graph.output_node())) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     const int32_t def_index = index_of_node[u];
     if (def_index >= 0 && parts[def_index].outputs.size() == 1) {
       call_users[def_index].push_back(output_name);
@@ -231,6 +250,8 @@ absl::StatusOr<ModuleSplit> SplitModule(const CompactGraph& graph,
   }
   for (int32_t i = 0; i < static_cast<int32_t>(parts.size()); ++i) {
     SplitPartition& part = parts[i];
+    PARTPLAN_RETURN_IF_ERROR(
+        token.CheckWork(1 + static_cast<int64_t>(part.result_names.size()), &work));
     if (part.outputs.size() > 1) {
       part.dag_output_names = part.result_names;
     } else if (call_users[i].size() > 1) {
