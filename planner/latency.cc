@@ -46,31 +46,71 @@ absl::StatusOr<double> NodeSeconds(const CompactGraph& graph, const DeviceList& 
 
 // Adds to each parent -> child edge the output bytes of the graph inputs
 // that the child's call_* nodes read and that the parent holds too (each
-// once per edge), as torch.fx's get_comm_latency_between counts them.
-void ChargeSharedGraphInputs(const CompactGraph& graph, const PartitionSet& set,
-                             absl::flat_hash_map<uint64_t, double>& edge_bytes) {
+// once per edge, in the order the child first reads them), as torch.fx's
+// get_comm_latency_between counts them.
+//
+// An edge's inputs are the intersection of two lists: those the child reads
+// and those the parent holds. Testing each input the child reads against
+// every parent cost |parents| x |inputs read| per child, quadratic in one
+// child's arguments (a node reading 10^5 graph inputs and 10^5 parents'
+// values: 10^10 lookups). Each edge now walks the shorter list and looks
+// the other up (a mark by node, or a binary search): O(sum over edges of
+// the shorter list's length x log), at most O(M^1.5 log M) for M nodes and
+// arguments, and linear when one side is short. Polled by that work.
+absl::Status ChargeSharedGraphInputs(const CompactGraph& graph, const PartitionSet& set,
+                                     const CancellationToken& token,
+                                     absl::flat_hash_map<uint64_t, double>& edge_bytes) {
+  const int32_t num_partitions = static_cast<int32_t>(set.partitions.size());
+  int64_t work = 0;
+  // The graph inputs each partition holds, in node order (nodes are sorted).
+  std::vector<std::vector<NodeId>> held_inputs(num_partitions);
+  for (int32_t p = 0; p < num_partitions; ++p) {
+    for (NodeId v : set.partitions[p].nodes) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
+      if (graph.is_input_node(v)) held_inputs[p].push_back(v);
+    }
+  }
   std::vector<int32_t> read_by(graph.num_nodes(), -1);  // marks inputs per child
-  for (int32_t c = 0; c < static_cast<int32_t>(set.partitions.size()); ++c) {
+  std::vector<int32_t> read_at(graph.num_nodes(), -1);  // position in inputs_read
+  std::vector<NodeId> inputs_read;
+  std::vector<int32_t> shared;  // positions in inputs_read of one edge's inputs
+  for (int32_t c = 0; c < num_partitions; ++c) {
     const Partition& child = set.partitions[c];
-    std::vector<NodeId> inputs_read;
+    inputs_read.clear();
     for (NodeId v : child.nodes) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       if (!graph.is_op_node(v)) continue;
       for (NodeId u : graph.inputs(v)) {
+        PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
         if (graph.is_input_node(u) && read_by[u] != c) {
           read_by[u] = c;
+          read_at[u] = static_cast<int32_t>(inputs_read.size());
           inputs_read.push_back(u);
         }
       }
     }
     for (int32_t p : child.parents) {
-      const std::vector<NodeId>& held = set.partitions[p].nodes;  // sorted
-      for (NodeId u : inputs_read) {
-        if (std::binary_search(held.begin(), held.end(), u)) {
-          edge_bytes[PairKey(p, c)] += static_cast<double>(graph.output_bytes(u));
+      const std::vector<NodeId>& held = held_inputs[p];  // sorted
+      shared.clear();
+      if (held.size() < inputs_read.size()) {
+        for (NodeId u : held) {
+          PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
+          if (read_by[u] == c) shared.push_back(read_at[u]);
         }
+        // Charged in the child's order of first reads, as below.
+        std::sort(shared.begin(), shared.end());
+      } else {
+        for (int32_t i = 0; i < static_cast<int32_t>(inputs_read.size()); ++i) {
+          PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
+          if (std::binary_search(held.begin(), held.end(), inputs_read[i])) shared.push_back(i);
+        }
+      }
+      for (int32_t i : shared) {
+        edge_bytes[PairKey(p, c)] += static_cast<double>(graph.output_bytes(inputs_read[i]));
       }
     }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -96,12 +136,15 @@ absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
   // Bytes each child reads from each parent (each value once per child).
   absl::flat_hash_map<uint64_t, double> edge_bytes;
   absl::flat_hash_set<uint64_t> counted;  // (child, value)
+  // Nodes, edges and partition links seen, for the polls.
+  int64_t work = 0;
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(v));
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     const int32_t p = set.partition_of[v];
     if (p < 0) continue;
     double before = 0;
     for (NodeId u : graph.inputs(v)) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       const int32_t q = set.partition_of[u];
       if (q == p) {
         before = std::max(before, path_seconds[u]);
@@ -120,7 +163,7 @@ absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
   }
 
   if (options.charge_shared_graph_inputs) {
-    ChargeSharedGraphInputs(graph, set, edge_bytes);
+    PARTPLAN_RETURN_IF_ERROR(ChargeSharedGraphInputs(graph, set, token, edge_bytes));
   }
 
   // Longest path through the partition DAG, in Kahn order.
@@ -128,6 +171,7 @@ absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
   std::vector<int32_t> ready;
   std::vector<double> finish(num_partitions, 0.0);
   for (int32_t p = 0; p < num_partitions; ++p) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     waiting[p] = static_cast<int32_t>(set.partitions[p].parents.size());
     if (waiting[p] == 0) ready.push_back(p);
   }
@@ -136,6 +180,7 @@ absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
     const int32_t p = ready.back();
     ready.pop_back();
     ++done;
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     finish[p] += result.partition_seconds[p];
     if (!std::isfinite(finish[p])) {
       return InvalidFieldError("graph.nodes",
@@ -145,6 +190,7 @@ absl::StatusOr<PlanLatency> EstimatePlanLatency(const CompactGraph& graph,
     result.critical_path_seconds = std::max(result.critical_path_seconds, finish[p]);
     const Partition& parent = set.partitions[p];
     for (int32_t c : parent.children) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       const Partition& child = set.partitions[c];
       double transfer = 0;
       const char* rate_field = "devices";  // the figure the transfer was timed with
