@@ -53,45 +53,66 @@ namespace {
 // be O(entries log entries) (on a 10^6-node graph, the part of size_based's
 // own work that grew faster than the graph). Lists already in order, as
 // most are, are left as they are.
-void SortNodeLists(int32_t num_nodes, std::vector<Partition>* partitions) {
+absl::Status SortNodeLists(int32_t num_nodes, const CancellationToken& token,
+                           std::vector<Partition>* partitions) {
+  int64_t work = 0;
   std::vector<Partition*> unsorted;
   for (Partition& partition : *partitions) {
+    PARTPLAN_RETURN_IF_ERROR(
+        token.CheckWork(1 + static_cast<int64_t>(partition.nodes.size()), &work));
     if (!std::is_sorted(partition.nodes.begin(), partition.nodes.end())) {
       unsorted.push_back(&partition);
     }
   }
-  if (unsorted.empty()) return;
+  if (unsorted.empty()) return absl::OkStatus();
   // The unsorted lists inverted: for each node, the lists holding it (once
   // per time it is listed). offsets[v] counts v's entries, is summed to the
   // end of v's range, then walks back to its start as they are placed.
   std::vector<int32_t> offsets(num_nodes + 1, 0);
   for (const Partition* partition : unsorted) {
+    PARTPLAN_RETURN_IF_ERROR(
+        token.CheckWork(1 + static_cast<int64_t>(partition->nodes.size()), &work));
     for (NodeId v : partition->nodes) ++offsets[v];
   }
-  for (int32_t v = 1; v <= num_nodes; ++v) offsets[v] += offsets[v - 1];
+  for (int32_t v = 1; v <= num_nodes; ++v) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
+    offsets[v] += offsets[v - 1];
+  }
   std::vector<int32_t> lists(offsets[num_nodes]);
   for (int32_t i = 0; i < static_cast<int32_t>(unsorted.size()); ++i) {
+    PARTPLAN_RETURN_IF_ERROR(
+        token.CheckWork(1 + static_cast<int64_t>(unsorted[i]->nodes.size()), &work));
     for (NodeId v : unsorted[i]->nodes) lists[--offsets[v]] = i;
   }
   for (Partition* partition : unsorted) partition->nodes.clear();
   for (NodeId v = 0; v < num_nodes; ++v) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckWork(1 + offsets[v + 1] - offsets[v], &work));
     for (int32_t k = offsets[v]; k < offsets[v + 1]; ++k) unsorted[lists[k]]->nodes.push_back(v);
   }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 PartitionSet PartitionBuilder::Finish() && {
+  // A token that never fires: cannot fail.
+  return *std::move(*this).Finish(CancellationToken());
+}
+
+absl::StatusOr<PartitionSet> PartitionBuilder::Finish(const CancellationToken& token) && {
   PartitionSet set;
   set.partition_of.assign(graph_.num_nodes(), -1);
-  SortNodeLists(graph_.num_nodes(), &partitions_);
+  PARTPLAN_RETURN_IF_ERROR(SortNodeLists(graph_.num_nodes(), token, &partitions_));
+  int64_t work = 0;
   for (int32_t p = 0; p < num_partitions(); ++p) {
+    PARTPLAN_RETURN_IF_ERROR(
+        token.CheckWork(1 + static_cast<int64_t>(partitions_[p].nodes.size()), &work));
     for (NodeId v : partitions_[p].nodes) {
       if (graph_.is_op_node(v)) set.partition_of[v] = p;
     }
   }
   set.partitions = std::move(partitions_);
-  LinkPartitions(graph_, &set);
+  PARTPLAN_RETURN_IF_ERROR(LinkPartitions(graph_, token, &set));
   return set;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "partplan/v1/plan.pb.h"
 #include "planner/cancellation.h"
@@ -61,7 +62,10 @@ class PartitionBuilder {
   // torch.fx's Partition.add_node: adds v and its placeholder/get_attr inputs.
   void AddNode(NodeId v, int32_t p);
 
-  // Sorts node lists into graph order, fills partition_of, parents, children.
+  // Sorts node lists into graph order, fills partition_of, parents, children;
+  // polls `token` by nodes and edges, its status when it fires. The
+  // overload without a token is for tests.
+  absl::StatusOr<PartitionSet> Finish(const CancellationToken& token) &&;
   PartitionSet Finish() &&;
 
  private:
@@ -92,8 +96,8 @@ class NodeSetMemory {
 // `token` by nodes and edges seen; its status when it fires.
 absl::Status LinkPartitions(const CompactGraph& graph, const CancellationToken& token,
                             PartitionSet* set);
-// The same with a token that never fires, for the builders that have none
-// (PartitionBuilder::Finish, PartitionMerger::Finish, entry_points' shards).
+// The same with a token that never fires, for callers that have none (tests,
+// PartitionMerger::Finish, entry_points' shards).
 void LinkPartitions(const CompactGraph& graph, PartitionSet* set);
 
 // How a plan lists its nodes (a request's node_references): OK for a value

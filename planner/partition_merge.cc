@@ -91,7 +91,13 @@ PartitionMerger::PartitionMerger(const CompactGraph& graph, PartitionSet set)
 absl::Status PartitionMerger::CombineBySize(std::vector<int32_t>& group, int64_t device_memory,
                                             const CancellationToken& token) {
   int64_t next_place = 0;
-  for (int32_t h : group) AddToGroup(h, next_place++);
+  // Candidates tried and inputs compared, for the polls: one merge may try
+  // many candidates, each compared by its inputs (OverlapOf).
+  int64_t work = 0;
+  for (int32_t h : group) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
+    AddToGroup(h, next_place++);
+  }
   const int32_t num_levels = static_cast<int32_t>(group_by_level_.size());
   while (group_.size() > 1) {
     PARTPLAN_RETURN_IF_ERROR(token.Check());
@@ -124,6 +130,9 @@ absl::Status PartitionMerger::CombineBySize(std::vector<int32_t>& group, int64_t
       if (next == nullptr) break;
       const int32_t candidate = std::get<2>(*next->first);
       ++next->first;
+      PARTPLAN_RETURN_IF_ERROR(token.CheckWork(
+          1 + static_cast<int64_t>(std::min(parts_[candidate].inputs.size(), small.inputs.size())),
+          &work));
       if (candidate != smallest && MergedMemory(candidate, smallest) <= device_memory) {
         partner = candidate;
       }

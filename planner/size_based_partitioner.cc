@@ -73,7 +73,7 @@ absl::StatusOr<PartitionSet> SizeBasedPartition(const CompactGraph& graph,
     builder.AddNode(v, current);
     room[current] -= need;
   }
-  return std::move(builder).Finish();
+  return std::move(builder).Finish(token);
 }
 
 }  // namespace partplan

@@ -104,7 +104,8 @@ absl::StatusOr<PartitionSet> SparseNnPartition(const CompactGraph& graph,
   close_current();
 
   // The merges: dense partitions first, then embedding ones.
-  PartitionMerger merger(graph, std::move(builder).Finish());
+  PARTPLAN_ASSIGN_OR_RETURN(PartitionSet built, std::move(builder).Finish(token));
+  PartitionMerger merger(graph, std::move(built));
   PARTPLAN_RETURN_IF_ERROR(merger.CombineBySize(dense_group, device_memory, token));
   PARTPLAN_RETURN_IF_ERROR(merger.CombineBySize(embedding_group, device_memory, token));
 
