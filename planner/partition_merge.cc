@@ -35,6 +35,18 @@ struct LevelOverParents {
 
 PartitionMerger::PartitionMerger(const CompactGraph& graph, PartitionSet set)
     : graph_(graph), built_(std::move(set.partitions)), built_of_(std::move(set.partition_of)) {
+  Build(CancellationToken()).IgnoreError();  // a token that never fires
+}
+
+absl::StatusOr<PartitionMerger> PartitionMerger::Create(const CompactGraph& graph, PartitionSet set,
+                                                        const CancellationToken& token) {
+  PartitionMerger merger(graph, std::move(set), Unbuilt());
+  PARTPLAN_RETURN_IF_ERROR(merger.Build(token));
+  return merger;
+}
+
+absl::Status PartitionMerger::Build(const CancellationToken& token) {
+  int64_t work = 0;  // nodes, edges and partitions seen, for the polls
   const int32_t num_parts = static_cast<int32_t>(built_.size());
   parts_.resize(num_parts);
   merged_into_.resize(num_parts);
@@ -42,9 +54,11 @@ PartitionMerger::PartitionMerger(const CompactGraph& graph, PartitionSet set)
   waiting_.resize(num_parts);
   group_by_level_.resize(num_parts);
   for (int32_t h = 0; h < num_parts; ++h) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     merged_into_[h] = h;
     parts_[h].memory_bytes = built_[h].memory_bytes;
     for (NodeId v : built_[h].nodes) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       if (graph_.is_input_node(v) && parts_[h].inputs.insert(v).second) {
         parts_[h].shareable_bytes += graph_.total_bytes(v);
       }
@@ -54,9 +68,11 @@ PartitionMerger::PartitionMerger(const CompactGraph& graph, PartitionSet set)
   // The partition DAG: only call_* nodes link partitions (inputs are copied
   // into each partition reading them).
   for (NodeId u = 0; u < graph_.num_nodes(); ++u) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     const int32_t from = built_of_[u];
     if (from < 0) continue;
     for (NodeId v : graph_.users(u)) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       const int32_t to = built_of_[v];
       if (to < 0 || to == from) continue;
       parts_[from].children[to] += graph_.output_bytes(u);
@@ -69,23 +85,29 @@ PartitionMerger::PartitionMerger(const CompactGraph& graph, PartitionSet set)
   std::vector<int32_t> waiting(num_parts);
   std::vector<int32_t> ready;
   for (int32_t h = 0; h < num_parts; ++h) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     waiting[h] = static_cast<int32_t>(parts_[h].parents.size());
     if (waiting[h] == 0) ready.push_back(h);
   }
   while (!ready.empty()) {
     const int32_t h = ready.back();
     ready.pop_back();
+    PARTPLAN_RETURN_IF_ERROR(
+        token.CheckWork(1 + static_cast<int64_t>(parts_[h].children.size()), &work));
     for (const auto& [child, bytes] : parts_[h].children) {
       parts_[child].level = std::max(parts_[child].level, parts_[h].level + 1);
       if (--waiting[child] == 0) ready.push_back(child);
     }
   }
   for (int32_t h = 0; h < num_parts; ++h) {
+    PARTPLAN_RETURN_IF_ERROR(
+        token.CheckWork(1 + static_cast<int64_t>(parts_[h].parents.size()), &work));
     for (const auto& [parent, bytes] : parts_[h].parents) {
       if (parts_[parent].level + 1 == parts_[h].level) ++parts_[h].critical_parents;
     }
   }
   lowest_waiting_ = num_parts;
+  return absl::OkStatus();
 }
 
 absl::Status PartitionMerger::CombineBySize(std::vector<int32_t>& group, int64_t device_memory,
@@ -377,15 +399,25 @@ int32_t PartitionMerger::IdOf(int32_t handle) const {
 }
 
 PartitionSet PartitionMerger::Finish(std::vector<int32_t>& index_of) && {
+  // A token that never fires: cannot fail.
+  return *std::move(*this).Finish(index_of, CancellationToken());
+}
+
+absl::StatusOr<PartitionSet> PartitionMerger::Finish(std::vector<int32_t>& index_of,
+                                                     const CancellationToken& token) && {
   PartitionSet set;
+  int64_t work = 0;  // partitions and nodes seen, for the polls
   index_of.assign(parts_.size(), -1);
   for (int64_t i = 0; i < static_cast<int64_t>(order_.size()); ++i) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     const int32_t h = order_[i];
     if (parts_[h].list_position != i) continue;
     index_of[h] = static_cast<int32_t>(set.partitions.size());
     set.partitions.emplace_back().memory_bytes = parts_[h].memory_bytes;
   }
   for (int32_t b = 0; b < static_cast<int32_t>(built_.size()); ++b) {
+    PARTPLAN_RETURN_IF_ERROR(
+        token.CheckWork(1 + static_cast<int64_t>(built_[b].nodes.size()), &work));
     std::vector<NodeId>& nodes = set.partitions[index_of[Find(b)]].nodes;
     if (nodes.empty()) {
       nodes = std::move(built_[b].nodes);
@@ -395,14 +427,17 @@ PartitionSet PartitionMerger::Finish(std::vector<int32_t>& index_of) && {
   }
   for (Partition& partition : set.partitions) {
     std::vector<NodeId>& nodes = partition.nodes;
+    // A sort: n log n of the list at most.
+    PARTPLAN_RETURN_IF_ERROR(token.CheckWork(1 + 2 * static_cast<int64_t>(nodes.size()), &work));
     if (!std::is_sorted(nodes.begin(), nodes.end())) std::sort(nodes.begin(), nodes.end());
     nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
   }
   set.partition_of.assign(graph_.num_nodes(), -1);
   for (NodeId v = 0; v < graph_.num_nodes(); ++v) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     if (built_of_[v] >= 0) set.partition_of[v] = index_of[Find(built_of_[v])];
   }
-  LinkPartitions(graph_, &set);
+  PARTPLAN_RETURN_IF_ERROR(LinkPartitions(graph_, token, &set));
   return set;
 }
 

@@ -30,10 +30,14 @@
 // its DAG edges' bytes; torch.fx tries every candidate), so what it tries
 // and rejects are those that do not fit only for what they fail to share.
 //
-//   PartitionMerger merger(graph, std::move(set));
+//   PARTPLAN_ASSIGN_OR_RETURN(PartitionMerger merger,
+//                             PartitionMerger::Create(graph, std::move(set), token));
 //   PARTPLAN_RETURN_IF_ERROR(merger.CombineBySize(dense_group, memory, token));
 //   std::vector<int32_t> index_of;
-//   PartitionSet merged = std::move(merger).Finish(index_of);
+//   PARTPLAN_ASSIGN_OR_RETURN(PartitionSet merged, std::move(merger).Finish(index_of, token));
+//
+// Create and Finish poll the token by nodes, edges and partitions; the
+// constructor and the Finish without a token are for tests.
 #ifndef PARTPLAN_PLANNER_PARTITION_MERGE_H_
 #define PARTPLAN_PLANNER_PARTITION_MERGE_H_
 
@@ -46,6 +50,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "planner/cancellation.h"
 #include "planner/graph.h"
 #include "planner/partition.h"
@@ -59,6 +64,9 @@ class PartitionMerger {
   // in an order where parents come first, as builders create them). Their
   // handles are their ids in `set`.
   PartitionMerger(const CompactGraph& graph, PartitionSet set);
+  // The same, or the token's status when it fires first.
+  static absl::StatusOr<PartitionMerger> Create(const CompactGraph& graph, PartitionSet set,
+                                                const CancellationToken& token);
 
   // Merges within `group` (handles of live partitions, in torch.fx's list
   // order for that group), which is left holding the group's partitions
@@ -74,9 +82,17 @@ class PartitionMerger {
 
   // The live partitions in list order, with node lists in graph order,
   // partition_of and links; `index_of` maps live handles to their ids.
+  absl::StatusOr<PartitionSet> Finish(std::vector<int32_t>& index_of,
+                                      const CancellationToken& token) &&;
   PartitionSet Finish(std::vector<int32_t>& index_of) &&;
 
  private:
+  struct Unbuilt {};
+  PartitionMerger(const CompactGraph& graph, PartitionSet set, Unbuilt)
+      : graph_(graph), built_(std::move(set.partitions)), built_of_(std::move(set.partition_of)) {}
+  // The constructor's work (parts, DAG, levels), polling `token`.
+  absl::Status Build(const CancellationToken& token);
+
   struct Part {
     int64_t memory_bytes = 0;
     // The most its union with any partition can take off the two

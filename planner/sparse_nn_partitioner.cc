@@ -105,7 +105,8 @@ absl::StatusOr<PartitionSet> SparseNnPartition(const CompactGraph& graph,
 
   // The merges: dense partitions first, then embedding ones.
   PARTPLAN_ASSIGN_OR_RETURN(PartitionSet built, std::move(builder).Finish(token));
-  PartitionMerger merger(graph, std::move(built));
+  PARTPLAN_ASSIGN_OR_RETURN(PartitionMerger merger,
+                            PartitionMerger::Create(graph, std::move(built), token));
   PARTPLAN_RETURN_IF_ERROR(merger.CombineBySize(dense_group, device_memory, token));
   PARTPLAN_RETURN_IF_ERROR(merger.CombineBySize(embedding_group, device_memory, token));
 
@@ -129,7 +130,7 @@ absl::StatusOr<PartitionSet> SparseNnPartition(const CompactGraph& graph,
     embedding_devices.push_back(devices[static_cast<int>(i)].logical_id);
   }
   std::vector<int32_t> index_of;
-  PartitionSet set = std::move(merger).Finish(index_of);
+  PARTPLAN_ASSIGN_OR_RETURN(PartitionSet set, std::move(merger).Finish(index_of, token));
   for (size_t i = 0; i < embedding_group.size(); ++i) {
     set.partitions[index_of[embedding_group[i]]].logical_device_ids = {embedding_devices[i]};
   }
