@@ -117,27 +117,36 @@ absl::StatusOr<CompactGraph> ImportToShard(const v1::ShardGraphRequest& request,
 // The shards of a ShardGraph response by node index as partitions: their
 // call_* and get_attr nodes with the placeholders they read, their memory,
 // and their device when the planner chose one.
-PartitionSet ShardsToPartitions(const CompactGraph& graph, const v1::ShardGraphResponse& shards,
-                                bool shards_have_devices) {
+// Polls `token` by the nodes and inputs it passes over.
+absl::StatusOr<PartitionSet> ShardsToPartitions(const CompactGraph& graph,
+                                                const v1::ShardGraphResponse& shards,
+                                                bool shards_have_devices,
+                                                const CancellationToken& token) {
   PartitionSet set;
   set.partition_of.assign(graph.num_nodes(), -1);
+  int64_t work = 0;
   for (const v1::Shard& shard : shards.shards()) {
     Partition& partition = set.partitions.emplace_back();
     for (const NodeId v : shard.node_indices()) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       partition.nodes.push_back(v);
       if (!graph.is_op_node(v)) continue;
       set.partition_of[v] = shard.id();
       for (NodeId u : graph.inputs(v)) {
+        PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
         if (graph.op(u) == v1::PLACEHOLDER) partition.nodes.push_back(u);
       }
     }
+    // A sort: n log n of the list at most.
+    PARTPLAN_RETURN_IF_ERROR(
+        token.CheckWork(1 + 2 * static_cast<int64_t>(partition.nodes.size()), &work));
     std::sort(partition.nodes.begin(), partition.nodes.end());
     partition.nodes.erase(std::unique(partition.nodes.begin(), partition.nodes.end()),
                           partition.nodes.end());
     partition.memory_bytes = shard.memory_bytes();
     if (shards_have_devices) partition.logical_device_ids = {shard.logical_device_id()};
   }
-  LinkPartitions(graph, &set);
+  PARTPLAN_RETURN_IF_ERROR(LinkPartitions(graph, token, &set));
   return set;
 }
 
@@ -153,8 +162,10 @@ absl::Status ShardImported(const CompactGraph& graph, const v1::PlanRequest& req
       WithFieldPrefix(ShardGraphPlan(graph, ShardRequestByIndex(request.shard(), request.devices()),
                                      token, &shards),
                       "config", "shard"));
-  PartitionSet set = ShardsToPartitions(graph, shards,
-                                        request.shard().mode() == v1::ShardConfig::BALANCED);
+  PARTPLAN_ASSIGN_OR_RETURN(
+      PartitionSet set,
+      ShardsToPartitions(graph, shards, request.shard().mode() == v1::ShardConfig::BALANCED,
+                         token));
   std::vector<DeviceLoad> loads(devices.size());
   if (!devices.empty()) {
     PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));

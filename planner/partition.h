@@ -96,8 +96,8 @@ class NodeSetMemory {
 // `token` by nodes and edges seen; its status when it fires.
 absl::Status LinkPartitions(const CompactGraph& graph, const CancellationToken& token,
                             PartitionSet* set);
-// The same with a token that never fires, for callers that have none (tests,
-// PartitionMerger::Finish, entry_points' shards).
+// The same with a token that never fires, for tests (and the constructors
+// kept for them).
 void LinkPartitions(const CompactGraph& graph, PartitionSet* set);
 
 // How a plan lists its nodes (a request's node_references): OK for a value
