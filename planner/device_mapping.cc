@@ -56,11 +56,15 @@ class HeldNodes {
 
 }  // namespace
 
-std::vector<DeviceLoad> ChargePlacedPartitions(const DeviceList& devices,
-                                               const PartitionSet& set) {
+absl::StatusOr<std::vector<DeviceLoad>> ChargePlacedPartitions(const DeviceList& devices,
+                                                               const PartitionSet& set,
+                                                               const CancellationToken& token) {
   std::vector<DeviceLoad> loads(devices.size());
+  int64_t work = 0;
   for (int32_t p = 0; p < static_cast<int32_t>(set.partitions.size()); ++p) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     for (int32_t logical_id : set.partitions[p].logical_device_ids) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       DeviceLoad& load = loads[devices.IndexOf(logical_id)];
       load.used_bytes += set.partitions[p].memory_bytes;
       load.partitions.push_back(p);
@@ -76,9 +80,10 @@ absl::StatusOr<std::vector<DeviceLoad>> DeviceHoldings(const CompactGraph& graph
   std::vector<DeviceLoad> loads(devices.size());
   int64_t work = 0;
   for (int32_t p = 0; p < static_cast<int32_t>(set.partitions.size()); ++p) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckWork(
-        1 + static_cast<int64_t>(set.partitions[p].logical_device_ids.size()), &work));
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
+    // A saturated plan's partition may list every device: a lookup each.
     for (int32_t logical_id : set.partitions[p].logical_device_ids) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       std::vector<int32_t>& on_device = loads[devices.IndexOf(logical_id)].partitions;
       // A partition lists each device once, but a saturated plan may repeat one.
       if (on_device.empty() || on_device.back() != p) on_device.push_back(p);
@@ -116,7 +121,7 @@ absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList&
                                     const CancellationToken& token, PartitionSet* set,
                                     std::vector<DeviceLoad>* loads) {
   const int num_devices = devices.size();
-  *loads = ChargePlacedPartitions(devices, *set);
+  PARTPLAN_ASSIGN_OR_RETURN(*loads, ChargePlacedPartitions(devices, *set, token));
   std::vector<int32_t> unplaced;
   for (int32_t p = 0; p < static_cast<int32_t>(set->partitions.size()); ++p) {
     if (set->partitions[p].logical_device_ids.empty()) unplaced.push_back(p);

@@ -41,8 +41,10 @@ struct DeviceLoad {
 
 // Charges each placed partition's full memory to each of its devices
 // (torch.fx's get_device_partition_stats); unplaced partitions are skipped.
-std::vector<DeviceLoad> ChargePlacedPartitions(const DeviceList& devices,
-                                               const PartitionSet& set);
+// Polls `token` per partition and device id; its status when it fires.
+absl::StatusOr<std::vector<DeviceLoad>> ChargePlacedPartitions(const DeviceList& devices,
+                                                               const PartitionSet& set,
+                                                               const CancellationToken& token);
 
 // What each device holds under the plan `set` (its final placement, replicas
 // included): the distinct nodes of the partitions placed on it, each counted
