@@ -6,6 +6,7 @@ and compared with the server binary it packages.
 
 import argparse
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -103,6 +104,10 @@ def packages_of(binary, sonames):
     output = subprocess.run(["ldd", binary], check=True, stdout=subprocess.PIPE,
                             text=True).stdout
     paths = dict(re.findall(r"^\s*(\S+) => (/\S+)", output, re.M))
+    # The dynamic loader, which a binary needs by name when it calls into it
+    # (__tls_get_addr), is listed by its path alone.
+    for path in re.findall(r"^\s*(/\S+) \(0x", output, re.M):
+        paths.setdefault(os.path.basename(path), path)
     candidates = {}
     for soname in sonames:
         path = paths.get(soname)
