@@ -77,24 +77,21 @@ absl::StatusOr<std::vector<DeviceLoad>> DeviceHoldings(const CompactGraph& graph
                                                        const DeviceList& devices,
                                                        const PartitionSet& set,
                                                        const CancellationToken& token) {
-  std::vector<DeviceLoad> loads(devices.size());
+  // Which partitions each device holds, in id order; what they hold is
+  // counted anew below.
+  PARTPLAN_ASSIGN_OR_RETURN(std::vector<DeviceLoad> loads,
+                            ChargePlacedPartitions(devices, set, token));
   int64_t work = 0;
-  for (int32_t p = 0; p < static_cast<int32_t>(set.partitions.size()); ++p) {
-    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
-    // A saturated plan's partition may list every device: a lookup each.
-    for (int32_t logical_id : set.partitions[p].logical_device_ids) {
-      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
-      std::vector<int32_t>& on_device = loads[devices.IndexOf(logical_id)].partitions;
-      // A partition lists each device once, but a saturated plan may repeat one.
-      if (on_device.empty() || on_device.back() != p) on_device.push_back(p);
-    }
-  }
   NodeSetMemory memory(graph);
   std::vector<int32_t> seen(graph.num_nodes(), -1);  // the device that last took each node
   std::vector<NodeId> held;
   for (int d = 0; d < devices.size(); ++d) {
     PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
     DeviceLoad& load = loads[d];
+    // A partition lists each device once, but a saturated plan may repeat one.
+    load.partitions.erase(std::unique(load.partitions.begin(), load.partitions.end()),
+                          load.partitions.end());
+    if (load.partitions.empty()) continue;
     if (load.partitions.size() == 1) {
       load.used_bytes = set.partitions[load.partitions.front()].memory_bytes;
       continue;
