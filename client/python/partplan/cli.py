@@ -136,6 +136,22 @@ def make_input(shape, dtype, high: int):
     return torch.randint(0, max(high, 1), shape, dtype=dtype)
 
 
+def _export_graph(exporter, model, inputs, leaves, args):
+    """The graph `export` writes: export_aten's with --aten (writing its
+    roles to --roles-out), else export's."""
+    if args.aten:
+        result = exporter.export_aten(model, inputs, with_backward=args.with_backward, name=args.name)
+        graph = result.graph
+        if args.roles_out:
+            with open(args.roles_out, "w") as f:
+                json.dump(result.roles, f, indent=1)
+                f.write("\n")
+    else:
+        graph = exporter.export(model, inputs, leaf_modules=leaves, name=args.name,
+                                flops=not args.no_flops, modules=not args.no_modules)
+    return graph
+
+
 def cmd_export(args) -> int:
     import torch
 
@@ -162,16 +178,11 @@ def cmd_export(args) -> int:
     leaves = []
     for leaf in args.leaf_module or []:
         leaves.append(load_object(leaf) if ":" in leaf else leaf)
-    if args.aten:
-        result = exporter.export_aten(model, inputs, with_backward=args.with_backward, name=args.name)
-        graph = result.graph
-        if args.roles_out:
-            with open(args.roles_out, "w") as f:
-                json.dump(result.roles, f, indent=1)
-                f.write("\n")
-    else:
-        graph = exporter.export(model, inputs, leaf_modules=leaves, name=args.name,
-                                flops=not args.no_flops, modules=not args.no_modules)
+    try:
+        graph = _export_graph(exporter, model, inputs, leaves, args)
+    except exporter.ExampleInputsError as e:
+        shapes = " ".join(args.input_shape or [])
+        raise UsageError(f"--input-shape {shapes}: {e}") from None
     if args.out and args.out != "-":
         binary = None if args.format == "auto" else args.format == "binary"
         save_message(graph, args.out, binary=binary)

@@ -33,6 +33,7 @@ encoding.
 
 import builtins
 import contextlib
+import io
 import math
 import operator
 import weakref
@@ -169,11 +170,44 @@ def _buffers_restored(module: nn.Module):
                     b.copy_(value)
 
 
+class ExampleInputsError(ValueError):
+    """The model does not run on the example inputs given to export (a shape
+    or dtype it cannot take): the node where it stopped and the error."""
+
+
+def _run_shape_prop(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+    """ShapeProp(gm).propagate(*example_inputs). ShapeProp prints the
+    traceback of a node that fails before it raises its own RuntimeError;
+    that print is kept back, and the failure is an ExampleInputsError naming
+    the node and the model's own error."""
+    class _Tracked(ShapeProp):
+        node: Optional[Node] = None
+
+        def run_node(self, n: Node) -> Any:
+            self.node = n
+            return super().run_node(n)
+
+    prop = _Tracked(gm)
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(printed):
+            return prop.propagate(*example_inputs)
+    except RuntimeError as e:
+        cause = e.__context__
+        if cause is None or prop.node is None or not str(e).startswith("ShapeProp error"):
+            raise
+        raise ExampleInputsError(
+            f"the model does not run on the example inputs: {type(cause).__name__}: {cause} "
+            f"(at node '{prop.node.name}', {prop.node.op} "
+            f"{getattr(prop.node.target, '__qualname__', prop.node.target)})") from cause
+
+
 def propagate_shapes(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
     """torch.fx's ShapeProp over `example_inputs`, under no_grad, with the
-    module's buffers restored afterwards. Returns the module's output."""
+    module's buffers restored afterwards. Returns the module's output;
+    ExampleInputsError when the model does not run on them."""
     with _buffers_restored(gm), torch.no_grad():
-        return ShapeProp(gm).propagate(*example_inputs)
+        return _run_shape_prop(gm, example_inputs)
 
 
 def _as_inputs(example_inputs) -> Tuple[Any, ...]:
@@ -554,6 +588,6 @@ def export_aten(
     # records every value, tuples included, so run it when any node lacks one.
     if not all("tensor_meta" in n.meta for n in gm.graph.nodes if n.op != "output"):
         with torch.no_grad():
-            ShapeProp(gm).propagate(*flat_args)
+            _run_shape_prop(gm, flat_args)
     doc = graph_to_dict(gm, name=name or f"{type(module).__name__}_aten", flops=flops, modules=False)
     return AtenExport(json_format.ParseDict(doc, Graph()), roles, gm, parameter_names)

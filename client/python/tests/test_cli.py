@@ -206,6 +206,23 @@ class CliTest(unittest.TestCase):
         self.assertNotIn("Traceback", done.stderr)
         self.assertFalse(os.path.exists(self.path("never.json")))
 
+    def test_export_with_shapes_the_model_cannot_take_as_a_process(self):
+        # The model fails on the example inputs (a [2, 4] output times a
+        # [3, 3] scale): exit 2 naming the node and the model's error, and
+        # no traceback (torch.fx's ShapeProp prints one of its own).
+        env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR)
+        done = subprocess.run([sys.executable, "-m", "partplan", "export", f"{self.model_path}:make_net",
+                               "--input-shape", "2,5:int64", "--input-shape", "3,3",
+                               "--out", self.path("never.json")],
+                              capture_output=True, text=True, env=env, timeout=120)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertTrue(done.stderr.startswith("usage: python3 -m partplan export "), done.stderr)
+        self.assertIn("error: --input-shape 2,5:int64 3,3: the model does not run on the example "
+                      "inputs: RuntimeError: ", done.stderr)
+        self.assertIn("(at node 'mul', call_function mul)", done.stderr)
+        self.assertNotIn("Traceback", done.stderr)
+        self.assertFalse(os.path.exists(self.path("never.json")))
+
     def test_bad_graph_file_names_the_field(self):
         bad = self.path("bad_field.json")
         with open(bad, "w") as f:
