@@ -94,11 +94,6 @@ absl::Status SortNodeLists(int32_t num_nodes, const CancellationToken& token,
 
 }  // namespace
 
-PartitionSet PartitionBuilder::Finish() && {
-  // A token that never fires: cannot fail.
-  return *std::move(*this).Finish(CancellationToken());
-}
-
 absl::StatusOr<PartitionSet> PartitionBuilder::Finish(const CancellationToken& token) && {
   PartitionSet set;
   set.partition_of.assign(graph_.num_nodes(), -1);
@@ -130,10 +125,6 @@ int64_t NodeSetMemory::Compute(absl::Span<const NodeId> nodes) {
     }
   }
   return bytes;
-}
-
-void LinkPartitions(const CompactGraph& graph, PartitionSet* set) {
-  LinkPartitions(graph, CancellationToken(), set).IgnoreError();  // never fires
 }
 
 absl::Status LinkPartitions(const CompactGraph& graph, const CancellationToken& token,

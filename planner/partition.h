@@ -63,10 +63,8 @@ class PartitionBuilder {
   void AddNode(NodeId v, int32_t p);
 
   // Sorts node lists into graph order, fills partition_of, parents, children;
-  // polls `token` by nodes and edges, its status when it fires. The
-  // overload without a token is for tests.
+  // polls `token` by nodes and edges, its status when it fires.
   absl::StatusOr<PartitionSet> Finish(const CancellationToken& token) &&;
-  PartitionSet Finish() &&;
 
  private:
   bool Contains(int32_t p, NodeId u) const { return last_partition_[u] == p; }
@@ -96,9 +94,6 @@ class NodeSetMemory {
 // `token` by nodes and edges seen; its status when it fires.
 absl::Status LinkPartitions(const CompactGraph& graph, const CancellationToken& token,
                             PartitionSet* set);
-// The same with a token that never fires, for tests (and the constructors
-// kept for them).
-void LinkPartitions(const CompactGraph& graph, PartitionSet* set);
 
 // How a plan lists its nodes (a request's node_references): OK for a value
 // this library knows, else INVALID_ARGUMENT on `node_references`. A newer

@@ -33,11 +33,6 @@ struct LevelOverParents {
 
 }  // namespace
 
-PartitionMerger::PartitionMerger(const CompactGraph& graph, PartitionSet set)
-    : graph_(graph), built_(std::move(set.partitions)), built_of_(std::move(set.partition_of)) {
-  Build(CancellationToken()).IgnoreError();  // a token that never fires
-}
-
 absl::StatusOr<PartitionMerger> PartitionMerger::Create(const CompactGraph& graph, PartitionSet set,
                                                         const CancellationToken& token) {
   PartitionMerger merger(graph, std::move(set), Unbuilt());
@@ -396,11 +391,6 @@ int32_t PartitionMerger::IdOf(int32_t handle) const {
     if (parts_[order_[i]].list_position == i) ++id;
   }
   return id;
-}
-
-PartitionSet PartitionMerger::Finish(std::vector<int32_t>& index_of) && {
-  // A token that never fires: cannot fail.
-  return *std::move(*this).Finish(index_of, CancellationToken());
 }
 
 absl::StatusOr<PartitionSet> PartitionMerger::Finish(std::vector<int32_t>& index_of,

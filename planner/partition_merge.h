@@ -36,8 +36,7 @@
 //   std::vector<int32_t> index_of;
 //   PARTPLAN_ASSIGN_OR_RETURN(PartitionSet merged, std::move(merger).Finish(index_of, token));
 //
-// Create and Finish poll the token by nodes, edges and partitions; the
-// constructor and the Finish without a token are for tests.
+// Create and Finish poll the token by nodes, edges and partitions.
 #ifndef PARTPLAN_PLANNER_PARTITION_MERGE_H_
 #define PARTPLAN_PLANNER_PARTITION_MERGE_H_
 
@@ -62,9 +61,8 @@ class PartitionMerger {
   // Takes the partitions of `set` (from PartitionBuilder: node lists with
   // the inputs each reads, torch.fx's memory, partition_of; partition ids
   // in an order where parents come first, as builders create them). Their
-  // handles are their ids in `set`.
-  PartitionMerger(const CompactGraph& graph, PartitionSet set);
-  // The same, or the token's status when it fires first.
+  // handles are their ids in `set`. The token's status when it fires
+  // first.
   static absl::StatusOr<PartitionMerger> Create(const CompactGraph& graph, PartitionSet set,
                                                 const CancellationToken& token);
 
@@ -84,7 +82,6 @@ class PartitionMerger {
   // partition_of and links; `index_of` maps live handles to their ids.
   absl::StatusOr<PartitionSet> Finish(std::vector<int32_t>& index_of,
                                       const CancellationToken& token) &&;
-  PartitionSet Finish(std::vector<int32_t>& index_of) &&;
 
  private:
   struct Unbuilt {};

@@ -36,7 +36,7 @@ PartitionSet MakeSet(const CompactGraph& graph, const std::vector<int32_t>& part
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     if (partition_of[v] >= 0) set.partitions[partition_of[v]].nodes.push_back(v);
   }
-  LinkPartitions(graph, &set);
+  LinkPartitions(graph, CancellationToken(), &set).IgnoreError();  // never fires
   return set;
 }
 
@@ -175,7 +175,7 @@ TEST_F(LatencyTest, SharedGraphInputsAreChargedInWorkLinearInOneSideOfEachEdge) 
   }
   set.partitions[n].nodes.push_back(2 * n);  // c
   set.partition_of[2 * n] = n;
-  LinkPartitions(graph, &set);
+  ASSERT_TRUE(LinkPartitions(graph, CancellationToken(), &set).ok());
   // No devices on the partitions and no latencies: only transfers count, at
   // 1 byte/s.
   v1::DeviceInventory inventory = TestDevices({1000});

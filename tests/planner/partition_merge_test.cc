@@ -191,7 +191,7 @@ PartitionSet RandomCuts(std::mt19937& random, const CompactGraph& graph, const R
     builder.AddNode(v, current);
     --remaining;
   }
-  return std::move(builder).Finish();
+  return *std::move(builder).Finish(CancellationToken());
 }
 
 // Both groups merged by PartitionMerger and by the reference: the same
@@ -214,7 +214,7 @@ void ExpectSameMerges(const RandomShape& shape, uint32_t seed, int trials) {
     }
     const int64_t device_memory = largest + static_cast<int64_t>(random() % (1 + total));
     ReferenceMerge reference(graph, set);
-    PartitionMerger merger(graph, set);
+    PartitionMerger merger = *PartitionMerger::Create(graph, set, CancellationToken());
     const std::vector<int32_t> initial_levels = reference.Levels();
     for (int32_t h = 0; h < static_cast<int32_t>(set.partitions.size()); ++h) {
       ASSERT_EQ(merger.level(h), initial_levels[h]) << "partition " << h;
@@ -236,7 +236,7 @@ void ExpectSameMerges(const RandomShape& shape, uint32_t seed, int trials) {
       }
     }
     std::vector<int32_t> index_of;
-    const PartitionSet merged = std::move(merger).Finish(index_of);
+    const PartitionSet merged = *std::move(merger).Finish(index_of, CancellationToken());
     ASSERT_EQ(merged.partitions.size(), reference.list().size());
     for (size_t p = 0; p < merged.partitions.size(); ++p) {
       const int id = reference.list()[p];
@@ -290,7 +290,8 @@ TEST(PartitionMergerTest, AMergeMovesTheLevelsOfLaterPartitions) {
                                         .Build());
   PartitionBuilder builder(graph);
   for (NodeId v = 1; v <= 4; ++v) builder.AddNode(v, builder.NewPartition());
-  PartitionMerger merger(graph, std::move(builder).Finish());
+  PartitionMerger merger = *PartitionMerger::Create(
+      graph, *std::move(builder).Finish(CancellationToken()), CancellationToken());
   EXPECT_EQ(merger.level(3), 3);
   // Only a and b fit together; a is the smallest (it copies x in).
   std::vector<int32_t> group = {0, 1};
@@ -302,7 +303,7 @@ TEST(PartitionMergerTest, AMergeMovesTheLevelsOfLaterPartitions) {
   EXPECT_EQ(merger.level(3), 2);
   // The union went to the end of the list.
   std::vector<int32_t> index_of;
-  const PartitionSet merged = std::move(merger).Finish(index_of);
+  const PartitionSet merged = *std::move(merger).Finish(index_of, CancellationToken());
   ASSERT_EQ(merged.partitions.size(), 3u);
   EXPECT_THAT(merged.partitions[2].nodes, ElementsAre(0, 1, 2));
   EXPECT_EQ(merged.partitions[2].memory_bytes, 30);  // x, a, b; nothing read from outside
@@ -319,7 +320,8 @@ TEST(PartitionMergerTest, StopsWhenCancelled) {
   PartitionBuilder builder(graph);
   builder.AddNode(1, builder.NewPartition());
   builder.AddNode(2, builder.NewPartition());
-  PartitionMerger merger(graph, std::move(builder).Finish());
+  PartitionMerger merger = *PartitionMerger::Create(
+      graph, *std::move(builder).Finish(CancellationToken()), CancellationToken());
   std::vector<int32_t> group = {0, 1};
   CancellationToken token;
   token.Cancel();
