@@ -172,9 +172,8 @@ class GraphBuilder {
       // nodes after it checkable; one of the whole graph (a limit, a sum, a
       // name others may refer to) does not.
       const absl::optional<std::string> field = InvalidFieldPath(added);
-      if (!field.has_value() || violations.empty()) {
-        if (!field.has_value() || !absl::StartsWith(*field, NodePath{field_, v}.Str())) return added;
-      } else if (!absl::StartsWith(*field, NodePath{field_, v}.Str())) {
+      if (!field.has_value() || !absl::StartsWith(*field, NodePath{field_, v}.Str())) {
+        if (violations.empty() || !field.has_value()) return added;
         return WithMoreViolations(InvalidFieldErrors(violations), added);
       }
       violations.push_back({*field, InvalidFieldDescription(added)});
@@ -220,8 +219,8 @@ class GraphBuilder {
       }
       if (const int32_t earlier = index.Insert(names, i, hashes.Next(i)); earlier >= 0) {
         return InvalidFieldError(at + ".qualified_name",
-                                 absl::StrCat("module '", names[i], "' is listed twice (first as modules[",
-                                              earlier, "])"));
+                                 absl::StrCat("module '", names[i],
+                                              "' is listed twice (first as modules[", earlier, "])"));
       }
     }
     return absl::OkStatus();

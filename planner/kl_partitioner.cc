@@ -177,9 +177,7 @@ absl::StatusOr<PartitionSet> KlPartition(const CompactGraph& graph, const Device
       int64_t scan = 0;
       for (NodeId n1 : parts[p1]) {
         ++scan;
-        if (visited++ % CancellationToken::kPollInterval == 0) {
-          PARTPLAN_RETURN_IF_ERROR(token.Check());
-        }
+        PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(visited++));
         if (!graph.is_op_node(n1)) continue;
         if (!exhaustive && !Touches(graph, current, n1, p0, &scan)) continue;
         partners.push_back(n1);

@@ -51,11 +51,10 @@ absl::StatusOr<double> NodeSeconds(const CompactGraph& graph, const DeviceList& 
 //
 // An edge's inputs are the intersection of two lists: those the child reads
 // and those the parent holds. Testing each input the child reads against
-// every parent cost |parents| x |inputs read| per child, quadratic in one
-// child's arguments (a node reading 10^5 graph inputs and 10^5 parents'
-// values: 10^10 lookups). Each edge now walks the shorter list and looks
-// the other up (a mark by node, or a binary search): O(sum over edges of
-// the shorter list's length x log), at most O(M^1.5 log M) for M nodes and
+// every parent would cost |parents| x |inputs read| per child, quadratic in
+// one child's arguments. So each edge walks the shorter list and looks the
+// other up (a mark by node, or a binary search): O(sum over edges of the
+// shorter list's length x log), at most O(M^1.5 log M) for M nodes and
 // arguments, and linear when one side is short. Polled by that work.
 absl::Status ChargeSharedGraphInputs(const CompactGraph& graph, const PartitionSet& set,
                                      const CancellationToken& token,

@@ -66,15 +66,7 @@ absl::Status SaturateHost(const DeviceList& devices, const CancellationToken& to
       round.emplace_back(it->second, original);
       idle.erase(it);
     }
-    if (round.size() != used.size()) {
-      // torch.fx drops the round and stops. Its devices go back to the idle
-      // set all the same, so that the set stays exactly the devices torch.fx
-      // would list as idle.
-      for (const auto& [replica, original] : round) {
-        idle.emplace(devices[replica].available_memory_bytes, replica);
-      }
-      break;
-    }
+    if (round.size() != used.size()) break;  // torch.fx drops the round and stops
     replicas.insert(replicas.end(), round.begin(), round.end());
     ids_appended += ids_per_round;
   }
