@@ -250,12 +250,6 @@ void RunSparseNnOneTablePerDevice(benchmark::State& state, v1::Graph graph, int6
   RunPartitionGraph(state, request);
 }
 
-int64_t TotalBytes(const v1::Graph& graph) {
-  int64_t bytes = 0;
-  for (const v1::Node& node : graph.nodes()) bytes += node.size_bytes().total_bytes();
-  return bytes;
-}
-
 // InterleavedRecommendationModel, a table per 8 dense layers (N / 18 tables
 // and devices). Each dense merge shortens the chain of dense partitions, so
 // it moves the DAG level of every partition after it.
@@ -281,20 +275,10 @@ void BM_PlanDataParallel(benchmark::State& state, int64_t nodes) {
       state, &PlanDataParallel, DataParallelMlpRequest(nodes));
 }
 
-// KL_BASED on a chain of `nodes` nodes over as many devices, each holding
-// one node (2.2 times the mean node, less than a Linear and a ReLU): every
-// trial places about `nodes` partitions again, each passing over the
-// devices the ones before it filled, so a trial costs partitions x devices
-// on top of nodes + edges.
+// KlManyDevicesRequest (synthetic_graphs.h): a trial costs partitions x
+// devices on top of nodes + edges.
 void BM_PartitionGraphKlBasedManyDevices(benchmark::State& state, int64_t nodes) {
-  v1::PartitionGraphRequest request =
-      PartitionRequest(SyntheticGraph(GraphShape::kChain, nodes), static_cast<int>(nodes));
-  const int64_t memory = TotalBytes(request.graph()) * 22 / (10 * request.graph().nodes_size());
-  for (v1::Device& device : *request.mutable_devices()->mutable_devices()) {
-    device.set_available_memory_bytes(memory);
-  }
-  request.mutable_config()->set_mode(v1::PartitionerConfig::KL_BASED);
-  RunPartitionGraph(state, request);
+  RunPartitionGraph(state, KlManyDevicesRequest(nodes));
 }
 
 // saturate_host on a 1,000-node chain that fits one device, with `devices`

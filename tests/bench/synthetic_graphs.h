@@ -246,6 +246,73 @@ inline v1::PartitionGraphRequest ResidualStackRequest(int64_t num_nodes, int num
   return PartitionRequest(ResidualStack(num_nodes), num_devices);
 }
 
+// The sum of the nodes' total sizes.
+inline int64_t TotalBytes(const v1::Graph& graph) {
+  int64_t bytes = 0;
+  for (const v1::Node& node : graph.nodes()) bytes += node.size_bytes().total_bytes();
+  return bytes;
+}
+
+// KL_BASED on a chain of `num_nodes` nodes over as many devices, each
+// holding one node (2.2 times the mean node, less than a Linear and a
+// ReLU): every trial places about `num_nodes` partitions again, each
+// passing over the devices the ones before it filled, so a trial costs
+// partitions x devices on top of nodes + edges.
+inline v1::PartitionGraphRequest KlManyDevicesRequest(int64_t num_nodes) {
+  v1::PartitionGraphRequest request =
+      PartitionRequest(SyntheticGraph(GraphShape::kChain, num_nodes), static_cast<int>(num_nodes));
+  const int64_t memory = TotalBytes(request.graph()) * 22 / (10 * request.graph().nodes_size());
+  for (v1::Device& device : *request.mutable_devices()->mutable_devices()) {
+    device.set_available_memory_bytes(memory);
+  }
+  request.mutable_config()->set_mode(v1::PartitionerConfig::KL_BASED);
+  return request;
+}
+
+// A pipeline of about `num_nodes` nodes as fairscale's tracer records one,
+// for BuildPipelineGraph: forward's input, then pipeline modules in pairs,
+// the first of each reading the module before it and returning two values,
+// which the second reads through a getitem each; one worker per module,
+// eight workers round robin.
+inline v1::BuildPipelineGraphRequest PipelineRequest(int64_t num_nodes) {
+  v1::BuildPipelineGraphRequest request;
+  v1::Graph& graph = *request.mutable_graph();
+  const auto add_node = [&graph](const std::string& name, v1::Op op, const std::string& target) {
+    v1::Node* node = graph.add_nodes();
+    node->set_name(name);
+    node->set_op(op);
+    node->set_target(target);
+    return node;
+  };
+  const auto add_module = [&](const std::string& name) {
+    v1::Node* node = add_node(name, v1::CALL_MODULE, name);
+    v1::ModuleWorker* worker = request.add_workers();
+    worker->set_target(name);
+    worker->set_worker(absl::StrCat("worker", request.workers_size() % 8));
+    return node;
+  };
+  add_node("x", v1::PLACEHOLDER, "x");
+  std::string previous = "x";
+  for (int64_t pair = 0; 4 * pair + 2 < num_nodes; ++pair) {
+    const std::string first = absl::StrCat("stage", 2 * pair);
+    add_module(first)->add_args()->set_node(previous);
+    v1::Node* second = add_module(absl::StrCat("stage", 2 * pair + 1));
+    for (int element = 0; element < 2; ++element) {
+      const std::string getitem = absl::StrCat(first, "_", element);
+      v1::Node* node = add_node(getitem, v1::CALL_FUNCTION, "operator.getitem");
+      node->add_args()->set_node(first);
+      node->add_args()->set_int_(element);
+      second->add_args()->set_node(getitem);
+    }
+    // The module reads its getitems, which come before it in graph order.
+    graph.mutable_nodes()->SwapElements(graph.nodes_size() - 3, graph.nodes_size() - 1);
+    graph.mutable_nodes()->SwapElements(graph.nodes_size() - 3, graph.nodes_size() - 2);
+    previous = second->name();
+  }
+  add_node("output", v1::OUTPUT, "output")->add_args()->set_node(previous);
+  return request;
+}
+
 // A recommendation model of about `num_nodes` nodes: `num_tables`
 // embedding-bag lookups into tables of `table_bytes` first, then a dense
 // residual stack, as DLRM-style models are traced.

@@ -106,12 +106,6 @@ v1::PartitionGraphRequest WithMode(v1::PartitionGraphRequest request,
   return request;
 }
 
-int64_t TotalBytes(const v1::Graph& graph) {
-  int64_t bytes = 0;
-  for (const v1::Node& node : graph.nodes()) bytes += node.size_bytes().total_bytes();
-  return bytes;
-}
-
 // SPARSE_NN on tables interleaved with dense layers, one device per table:
 // its merging is quadratic in the partitions there.
 v1::PartitionGraphRequest SparseNnInterleaved(int64_t nodes) {
@@ -151,20 +145,6 @@ v1::PartitionGraphRequest AotChunks(v1::PartitionGraphRequest request, int per_p
     entry->set_partition(p);
     entry->add_logical_device_ids(p % request.devices().devices_size());
   }
-  return request;
-}
-
-// KL_BASED on a chain of `nodes` nodes over as many devices, each holding
-// one node (2.2 times the mean node): its search is bounded by its budget,
-// and each trial places about `nodes` partitions again.
-v1::PartitionGraphRequest KlManyDevices(int64_t nodes) {
-  v1::PartitionGraphRequest request =
-      PartitionRequest(SyntheticGraph(GraphShape::kChain, nodes), static_cast<int>(nodes));
-  const int64_t memory = TotalBytes(request.graph()) * 22 / (10 * request.graph().nodes_size());
-  for (v1::Device& device : *request.mutable_devices()->mutable_devices()) {
-    device.set_available_memory_bytes(memory);
-  }
-  request.mutable_config()->set_mode(v1::PartitionerConfig::KL_BASED);
   return request;
 }
 
@@ -245,42 +225,10 @@ std::unique_ptr<Prepared> Shard(int64_t nodes, v1::ShardConfig::Mode mode, int s
   return prepared;
 }
 
-// A pipeline as fairscale's tracer records one: pairs of modules, the
-// first returning two values the second reads through a getitem each.
+// PipelineRequest (synthetic_graphs.h): pairs of modules, the first
+// returning two values the second reads through a getitem each.
 std::unique_ptr<Prepared> Pipeline(int64_t nodes) {
-  v1::BuildPipelineGraphRequest request;
-  v1::Graph& graph = *request.mutable_graph();
-  const auto add_node = [&graph](const std::string& name, v1::Op op, const std::string& target) {
-    v1::Node* node = graph.add_nodes();
-    node->set_name(name);
-    node->set_op(op);
-    node->set_target(target);
-    return node;
-  };
-  const auto add_module = [&](const std::string& name) {
-    v1::Node* node = add_node(name, v1::CALL_MODULE, name);
-    v1::ModuleWorker* worker = request.add_workers();
-    worker->set_target(name);
-    worker->set_worker(absl::StrCat("worker", request.workers_size() % 8));
-    return node;
-  };
-  add_node("x", v1::PLACEHOLDER, "x");
-  std::string previous = "x";
-  for (int64_t pair = 0; 4 * pair + 2 < nodes; ++pair) {
-    const std::string first = absl::StrCat("stage", 2 * pair);
-    add_module(first)->add_args()->set_node(previous);
-    std::vector<std::string> items;
-    for (int element = 0; element < 2; ++element) {
-      items.push_back(absl::StrCat(first, "_", element));
-      v1::Node* node = add_node(items.back(), v1::CALL_FUNCTION, "operator.getitem");
-      node->add_args()->set_node(first);
-      node->add_args()->set_int_(element);
-    }
-    v1::Node* second = add_module(absl::StrCat("stage", 2 * pair + 1));
-    for (const std::string& item : items) second->add_args()->set_node(item);
-    previous = second->name();
-  }
-  add_node("output", v1::OUTPUT, "output")->add_args()->set_node(previous);
+  v1::BuildPipelineGraphRequest request = PipelineRequest(nodes);
   auto prepared =
       std::make_unique<PreparedRequest<v1::BuildPipelineGraphRequest>>(std::move(request));
   PreparedRequest<v1::BuildPipelineGraphRequest>* p = prepared.get();
@@ -363,7 +311,7 @@ std::vector<Case> Cases() {
       // device_mapping.cc: a KL_BASED trial here re-places 2,000 partitions
       // on 2,000 devices, each priced on every device holding one; the
       // placement polls by that work. The sweep cancels inside it too.
-      {"KlBasedManyDevices", [] { return Partition(KlManyDevices(2000)); }},
+      {"KlBasedManyDevices", [] { return Partition(KlManyDevicesRequest(2000)); }},
   };
 }
 

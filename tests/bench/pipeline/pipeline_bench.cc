@@ -260,49 +260,6 @@ BENCHMARK_CAPTURE(BM_PlanShards, balanced_8, v1::ShardConfig::BALANCED, 8)
     ->Arg(1000000)
     ->Unit(benchmark::kMillisecond);
 
-// A pipeline of about `num_nodes` nodes as fairscale's tracer records one,
-// for BuildPipelineGraph: forward's input, then pipeline modules in pairs,
-// the first of each reading the module before it and returning two values,
-// which the second reads through a getitem each; one worker per module,
-// eight workers round robin.
-v1::BuildPipelineGraphRequest PipelineRequest(int64_t num_nodes) {
-  v1::BuildPipelineGraphRequest request;
-  v1::Graph& graph = *request.mutable_graph();
-  const auto add_node = [&graph](const std::string& name, v1::Op op, const std::string& target) {
-    v1::Node* node = graph.add_nodes();
-    node->set_name(name);
-    node->set_op(op);
-    node->set_target(target);
-    return node;
-  };
-  const auto add_module = [&](const std::string& name) {
-    v1::Node* node = add_node(name, v1::CALL_MODULE, name);
-    v1::ModuleWorker* worker = request.add_workers();
-    worker->set_target(name);
-    worker->set_worker(absl::StrCat("worker", request.workers_size() % 8));
-    return node;
-  };
-  add_node("x", v1::PLACEHOLDER, "x");
-  std::string previous = "x";
-  for (int64_t pair = 0; 4 * pair + 2 < num_nodes; ++pair) {
-    const std::string first = absl::StrCat("stage", 2 * pair);
-    add_module(first)->add_args()->set_node(previous);
-    v1::Node* second = add_module(absl::StrCat("stage", 2 * pair + 1));
-    for (int element = 0; element < 2; ++element) {
-      const std::string getitem = absl::StrCat(first, "_", element);
-      v1::Node* node = add_node(getitem, v1::CALL_FUNCTION, "operator.getitem");
-      node->add_args()->set_node(first);
-      node->add_args()->set_int_(element);
-      second->add_args()->set_node(getitem);
-    }
-    // The module reads its getitems, which come before it in graph order.
-    graph.mutable_nodes()->SwapElements(graph.nodes_size() - 3, graph.nodes_size() - 1);
-    graph.mutable_nodes()->SwapElements(graph.nodes_size() - 3, graph.nodes_size() - 2);
-    previous = second->name();
-  }
-  add_node("output", v1::OUTPUT, "output")->add_args()->set_node(previous);
-  return request;
-}
 
 // BuildPipelineGraph as the server answers it: the import and validation,
 // then the pipeline graph, on the call's arena.
