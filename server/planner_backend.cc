@@ -1,7 +1,7 @@
 #include "server/planner_backend.h"
 
-#include "planner/entry_points.h"
-#include "planner/plan_with_names.h"
+#include "planner/api/entry_points.h"
+#include "planner/wire/plan_with_names.h"
 
 namespace partplan {
 

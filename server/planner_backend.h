@@ -3,7 +3,7 @@
 // The service owns threading, deadlines and metrics; the backend only turns a
 // request into a response, stopping when the token fires. Production uses
 // NewLibraryPlannerBackend(), which calls the planner library
-// (planner/entry_points.h) with the server's input limits; tests inject
+// (planner/api/entry_points.h) with the server's input limits; tests inject
 // fakes that block, sleep or return canned responses:
 //
 //   std::unique_ptr<partplan::PlannerBackend> backend =
@@ -14,7 +14,7 @@
 //
 // Each method takes the request's graph apart from the request: the service
 // passes the graph's bytes as received and the request's other fields
-// parsed (planner/serialized_request.h), so a large graph is never parsed
+// parsed (planner/graph/serialized_request.h), so a large graph is never parsed
 // into messages. Each fills `*response`, which the service created on the call's arena
 // and serialises straight from there, so a plan is never copied; but the
 // service answers PartitionGraph, Plan, SplitGraph and ShardGraph through
@@ -31,9 +31,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
 #include "partplan/v1/planner_service.pb.h"
-#include "planner/cancellation.h"
-#include "planner/graph_import.h"
-#include "planner/limits.h"
+#include "planner/base/cancellation.h"
+#include "planner/base/limits.h"
+#include "planner/graph/graph_import.h"
 
 namespace partplan {
 
@@ -47,7 +47,7 @@ class PlannerBackend {
   // PartitionGraph's response serialised, which the service sends as it
   // is. This default serialises what PartitionGraph fills; the library's
   // backend writes a plan by name straight from the graph's names
-  // (PartitionGraphSerialized in planner/entry_points.h).
+  // (PartitionGraphSerialized in planner/api/entry_points.h).
   virtual absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
                                                 const GraphSource& graph,
                                                 const CancellationToken& token,
@@ -56,7 +56,7 @@ class PlannerBackend {
                                   const CancellationToken& token,
                                   v1::SplitGraphResponse* response) = 0;
   // SplitGraph's response serialised (SplitGraphSerialized in
-  // planner/entry_points.h).
+  // planner/api/entry_points.h).
   virtual absl::Status SplitGraphSerialized(const v1::SplitGraphRequest& request,
                                             const GraphSource& graph,
                                             const CancellationToken& token,
@@ -65,7 +65,7 @@ class PlannerBackend {
                                   const CancellationToken& token,
                                   v1::ShardGraphResponse* response) = 0;
   // ShardGraph's response serialised (ShardGraphSerialized in
-  // planner/entry_points.h).
+  // planner/api/entry_points.h).
   virtual absl::Status ShardGraphSerialized(const v1::ShardGraphRequest& request,
                                             const GraphSource& graph,
                                             const CancellationToken& token,
@@ -79,7 +79,7 @@ class PlannerBackend {
   virtual absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
                             const CancellationToken& token, v1::PlanResponse* response) = 0;
   // Plan's response serialised, as PartitionGraphSerialized is
-  // PartitionGraph's (PlanSerialized in planner/entry_points.h).
+  // PartitionGraph's (PlanSerialized in planner/api/entry_points.h).
   virtual absl::Status PlanSerialized(const v1::PlanRequest& request, const GraphSource& graph,
                                       const CancellationToken& token, absl::Cord* response_bytes);
   virtual absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph,

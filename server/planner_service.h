@@ -15,7 +15,7 @@
 //   - every RPC takes and answers raw bytes, read on the planner thread:
 //     the request's fields but its graph parsed onto an arena of the call's
 //     (call_arena.h), the graph imported from the bytes where gRPC put them
-//     (planner/serialized_request.h; a request that does not split that way
+//     (planner/graph/serialized_request.h; a request that does not split that way
 //     is parsed whole), so that:
 //   - with a plan cache (plan_cache.h), a planning request whose bytes were
 //     seen before is answered with the bytes of its first answer, without
@@ -33,7 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "partplan/v1/planner_service.grpc.pb.h"
-#include "planner/cancellation.h"
+#include "planner/base/cancellation.h"
 #include "server/auth.h"
 #include "server/bounded_thread_pool.h"
 #include "server/metrics.h"

@@ -31,7 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "planner/limits.h"
+#include "planner/base/limits.h"
 #include "server/auth.h"
 #include "server/bounded_thread_pool.h"
 #include "server/credentials.h"

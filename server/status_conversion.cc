@@ -10,7 +10,7 @@
 #include "absl/types/optional.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
 
 namespace partplan {
 namespace {

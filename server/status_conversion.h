@@ -2,7 +2,7 @@
 // handler finishes its call with.
 //
 // The code and message carry over unchanged. An INVALID_ARGUMENT that names
-// the offending request fields (see planner/status_util.h) also carries a
+// the offending request fields (see planner/base/status_util.h) also carries a
 // google.rpc.Status with a google.rpc.BadRequest field violation per field
 // in its error details, so that clients can point at the fields without
 // parsing the message:

@@ -8,10 +8,10 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "planner/base/status_util.h"
 #include "planner/data_parallel/dim_maps.h"
 #include "planner/data_parallel/node_args.h"
-#include "planner/graph_import.h"
-#include "planner/status_util.h"
+#include "planner/graph/graph_import.h"
 
 namespace partplan {
 

@@ -104,9 +104,9 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "partplan/v1/planner_service.pb.h"
-#include "planner/cancellation.h"
+#include "planner/base/cancellation.h"
 #include "planner/data_parallel/op_rules.h"
-#include "planner/graph.h"
+#include "planner/graph/graph.h"
 
 namespace partplan {
 

@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "planner/devices.h"
-#include "planner/limits.h"
-#include "planner/status_util.h"
+#include "planner/base/limits.h"
+#include "planner/base/status_util.h"
+#include "planner/graph/devices.h"
 
 namespace partplan {
 namespace {

@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/data_parallel/batch_dim_analysis.h"
-#include "planner/graph.h"
+#include "planner/graph/graph.h"
 
 namespace partplan {
 

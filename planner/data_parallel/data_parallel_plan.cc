@@ -8,10 +8,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
+#include "planner/base/status_util.h"
 #include "planner/data_parallel/batch_dim_analysis.h"
 #include "planner/data_parallel/data_parallel_options.h"
 #include "planner/data_parallel/parameter_placement.h"
-#include "planner/status_util.h"
 
 namespace partplan {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
 
 namespace partplan {
 namespace {

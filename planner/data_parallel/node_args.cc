@@ -1,7 +1,7 @@
 #include "planner/data_parallel/node_args.h"
 
 #include "absl/strings/str_cat.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
 
 namespace partplan {
 namespace {

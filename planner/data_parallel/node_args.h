@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "partplan/v1/graph.pb.h"
-#include "planner/graph.h"
+#include "planner/graph/graph.h"
 
 namespace partplan {
 

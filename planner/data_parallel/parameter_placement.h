@@ -37,9 +37,9 @@
 
 #include "absl/status/statusor.h"
 #include "partplan/v1/planner_service.pb.h"
-#include "planner/cancellation.h"
+#include "planner/base/cancellation.h"
 #include "planner/data_parallel/batch_dim_analysis.h"
-#include "planner/graph.h"
+#include "planner/graph/graph.h"
 
 namespace partplan {
 

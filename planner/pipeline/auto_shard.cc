@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "planner/name_index.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
+#include "planner/graph/name_index.h"
 
 namespace partplan {
 namespace {

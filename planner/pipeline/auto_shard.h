@@ -55,8 +55,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "planner/cancellation.h"
-#include "planner/graph.h"
+#include "planner/base/cancellation.h"
+#include "planner/graph/graph.h"
 
 namespace partplan {
 

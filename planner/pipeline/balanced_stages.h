@@ -92,7 +92,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "planner/cancellation.h"
+#include "planner/base/cancellation.h"
 #include "planner/pipeline/stage_model.h"
 
 namespace partplan {

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "planner/name_index.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
+#include "planner/graph/name_index.h"
 
 namespace partplan {
 namespace {

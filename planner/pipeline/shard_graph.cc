@@ -7,14 +7,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
-#include "planner/devices.h"
-#include "planner/limits.h"
-#include "planner/partition.h"
+#include "planner/base/limits.h"
+#include "planner/base/status_util.h"
+#include "planner/fx/partition.h"
+#include "planner/graph/devices.h"
 #include "planner/pipeline/auto_shard.h"
 #include "planner/pipeline/balanced_stages.h"
 #include "planner/pipeline/stage_model.h"
 #include "planner/pipeline/stage_work.h"
-#include "planner/status_util.h"
 
 namespace partplan {
 namespace {

@@ -54,8 +54,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "partplan/v1/planner_service.pb.h"
-#include "planner/cancellation.h"
-#include "planner/graph.h"
+#include "planner/base/cancellation.h"
+#include "planner/graph/graph.h"
 
 namespace partplan {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
 
 namespace partplan {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
 
 namespace partplan {
 namespace {

@@ -29,8 +29,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "planner/cancellation.h"
-#include "planner/devices.h"
+#include "planner/base/cancellation.h"
+#include "planner/graph/devices.h"
 #include "planner/pipeline/balanced_stages.h"
 #include "planner/pipeline/stage_model.h"
 

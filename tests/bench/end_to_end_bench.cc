@@ -33,8 +33,8 @@
 #include "client/cli/planner_client.h"
 #include "google/protobuf/arena.h"
 #include "partplan/v1/planner_service.pb.h"
-#include "planner/entry_points.h"
-#include "planner/serialized_request.h"
+#include "planner/api/entry_points.h"
+#include "planner/graph/serialized_request.h"
 #include "server/call_arena.h"
 #include "server/server.h"
 #include "tests/bench/synthetic_graphs.h"
@@ -168,7 +168,7 @@ v1::PartitionGraphRequest BenchRequest(const benchmark::State& state,
 
 // Import, validation, size_based and the serialised response, as the server
 // runs them: the request's fields but its graph parsed on an arena, the
-// graph imported straight from its bytes (planner/serialized_request.h), the
+// graph imported straight from its bytes (planner/graph/serialized_request.h), the
 // response written by PartitionGraphSerialized (a plan by name straight from
 // the graph's names).
 void BM_PlanAndSerialize(benchmark::State& state, v1::NodeReferences node_references) {

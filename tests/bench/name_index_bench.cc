@@ -11,7 +11,7 @@
 //   slots, 2^17 of them) nearly fits this machine's 2 MiB L2; at 10^6 (48 MiB)
 //   every insert at a random slot is a cache miss, so time per node rises
 //   although the work per node is the same.
-// - BM_NameIndex: planner/name_index.h as graph_import uses it, 4-byte slots
+// - BM_NameIndex: planner/graph/name_index.h as graph_import uses it, 4-byte slots
 //   and each insert's slot prefetched NameIndex::kLookahead names ahead.
 #include <cstdint>
 #include <string>
@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "benchmark/benchmark.h"
-#include "planner/name_index.h"
+#include "planner/graph/name_index.h"
 
 namespace partplan {
 namespace {

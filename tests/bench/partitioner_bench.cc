@@ -18,7 +18,7 @@
 //
 // Each planner runs as the server runs it: the request's fields but its
 // graph parsed onto an arena, the graph imported straight from its
-// serialised bytes (planner/serialized_request.h), and the response on a
+// serialised bytes (planner/graph/serialized_request.h), and the response on a
 // fresh arena of the server's options per call (server/call_arena.h), or for
 // PartitionGraph and SplitGraph serialised as the server writes it. The
 // time of a call is the import (which parses each node's bytes) and the
@@ -41,8 +41,8 @@
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "google/protobuf/arena.h"
-#include "planner/entry_points.h"
-#include "planner/serialized_request.h"
+#include "planner/api/entry_points.h"
+#include "planner/graph/serialized_request.h"
 #include "server/call_arena.h"
 #include "tests/bench/peak_heap.h"
 #include "tests/bench/synthetic_graphs.h"

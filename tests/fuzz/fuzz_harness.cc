@@ -15,10 +15,10 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "planner/graph_import.h"
-#include "planner/parse_failure.h"
-#include "planner/plan_with_names.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
+#include "planner/graph/graph_import.h"
+#include "planner/wire/parse_failure.h"
+#include "planner/wire/plan_with_names.h"
 
 #ifdef PARTPLAN_LIBFUZZER
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);

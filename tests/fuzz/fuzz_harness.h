@@ -43,10 +43,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "partplan/v1/planner_service.pb.h"
-#include "planner/cancellation.h"
-#include "planner/entry_points.h"
-#include "planner/limits.h"
-#include "planner/serialized_request.h"
+#include "planner/api/entry_points.h"
+#include "planner/base/cancellation.h"
+#include "planner/base/limits.h"
+#include "planner/graph/serialized_request.h"
 #include "server/planner_rpc.h"
 
 namespace partplan::fuzz {

@@ -9,10 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/devices.h"
-#include "planner/entry_points.h"
-#include "planner/saturate_host.h"
-#include "planner/status_util.h"
+#include "planner/api/entry_points.h"
+#include "planner/base/status_util.h"
+#include "planner/fx/saturate_host.h"
+#include "planner/graph/devices.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {

@@ -1,4 +1,4 @@
-#include "planner/devices.h"
+#include "planner/graph/devices.h"
 
 #include <functional>
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {

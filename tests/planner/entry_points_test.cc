@@ -1,12 +1,12 @@
 // The entry points' own duties around the planners: the server's input
 // limits reach every planner, and errors name the request's own fields.
-#include "planner/entry_points.h"
+#include "planner/api/entry_points.h"
 
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {

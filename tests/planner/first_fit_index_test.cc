@@ -1,4 +1,4 @@
-#include "planner/first_fit_index.h"
+#include "planner/fx/first_fit_index.h"
 
 #include <random>
 #include <vector>

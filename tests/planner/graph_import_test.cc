@@ -1,4 +1,4 @@
-#include "planner/graph_import.h"
+#include "planner/graph/graph_import.h"
 
 #include <functional>
 #include <limits>
@@ -11,8 +11,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/node_fields.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
+#include "planner/graph/node_fields.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {

@@ -3,15 +3,15 @@
 // visits alone. No timing here: the trials and work the search reports
 // (KlStats) are checked against bounds that do not depend on how the budget
 // prices a trial (tests/bench:partitioner_bench times the same shapes).
-#include "planner/kl_partitioner.h"
+#include "planner/fx/kl_partitioner.h"
 
 #include <cstdint>
 #include <string>
 
 #include "gtest/gtest.h"
-#include "planner/devices.h"
-#include "planner/graph_import.h"
-#include "planner/size_based_partitioner.h"
+#include "planner/fx/size_based_partitioner.h"
+#include "planner/graph/devices.h"
+#include "planner/graph/graph_import.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {

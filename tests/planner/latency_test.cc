@@ -1,4 +1,4 @@
-#include "planner/latency.h"
+#include "planner/fx/latency.h"
 
 #include <string>
 #include <vector>
@@ -7,10 +7,10 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/devices.h"
-#include "planner/graph_import.h"
-#include "planner/partition.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
+#include "planner/fx/partition.h"
+#include "planner/graph/devices.h"
+#include "planner/graph/graph_import.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {

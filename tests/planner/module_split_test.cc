@@ -1,12 +1,12 @@
-#include "planner/module_split.h"
+#include "planner/split/module_split.h"
 
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/graph_import.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
+#include "planner/graph/graph_import.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {

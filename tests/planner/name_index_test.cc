@@ -1,4 +1,4 @@
-#include "planner/name_index.h"
+#include "planner/graph/name_index.h"
 
 #include <climits>
 #include <cstdint>

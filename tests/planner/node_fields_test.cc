@@ -1,4 +1,4 @@
-#include "planner/node_fields.h"
+#include "planner/graph/node_fields.h"
 
 #include <cstring>
 #include <random>

@@ -9,8 +9,8 @@
 
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "planner/entry_points.h"
-#include "planner/status_util.h"
+#include "planner/api/entry_points.h"
+#include "planner/base/status_util.h"
 #include "tests/planner/fixture_files.h"
 
 namespace partplan {

@@ -1,12 +1,12 @@
 // ParseFailure names the field where bytes stop being a message.
-#include "planner/parse_failure.h"
+#include "planner/wire/parse_failure.h"
 
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "partplan/v1/planner_service.pb.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
 
 namespace partplan {
 namespace {

@@ -1,4 +1,4 @@
-#include "planner/partition_merge.h"
+#include "planner/fx/partition_merge.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/graph_import.h"
-#include "planner/partition.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
+#include "planner/fx/partition.h"
+#include "planner/graph/graph_import.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {

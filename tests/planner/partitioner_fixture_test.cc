@@ -16,11 +16,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/util/message_differencer.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "fixtures.pb.h"
-#include "planner/entry_points.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "planner/api/entry_points.h"
 #include "tests/planner/fixture_files.h"
 
 namespace partplan {

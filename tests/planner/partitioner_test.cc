@@ -1,7 +1,7 @@
 // PartitionGraph (size_based) on small graphs whose plans are worked out by
 // hand from torch.fx 1.13's rules; the golden fixtures test compares with
 // torch.fx itself on real models.
-#include "planner/partitioner.h"
+#include "planner/fx/partitioner.h"
 
 #include <string>
 #include <utility>
@@ -11,8 +11,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/entry_points.h"
-#include "planner/status_util.h"
+#include "planner/api/entry_points.h"
+#include "planner/base/status_util.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "fixtures.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "fixtures.pb.h"
-#include "planner/entry_points.h"
-#include "planner/status_util.h"
+#include "planner/api/entry_points.h"
+#include "planner/base/status_util.h"
 #include "tests/planner/fixture_files.h"
 #include "tests/planner/test_graphs.h"
 

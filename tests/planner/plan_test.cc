@@ -8,8 +8,8 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "planner/entry_points.h"
-#include "planner/status_util.h"
+#include "planner/api/entry_points.h"
+#include "planner/base/status_util.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {

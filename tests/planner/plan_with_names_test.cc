@@ -5,7 +5,7 @@
 // indices, over every partitioner fixture (for PartitionGraph and Plan),
 // every auto_shard fixture with both shard planners (for ShardGraph and
 // Plan) and plans whose varints take more than one byte.
-#include "planner/plan_with_names.h"
+#include "planner/wire/plan_with_names.h"
 
 #include <optional>
 #include <string>
@@ -14,8 +14,8 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "planner/entry_points.h"
-#include "planner/serialized_request.h"
+#include "planner/api/entry_points.h"
+#include "planner/graph/serialized_request.h"
 #include "tests/planner/fixture_files.h"
 #include "tests/planner/plan_summary.h"
 #include "tests/planner/test_graphs.h"

@@ -7,7 +7,7 @@
 
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "planner/entry_points.h"
+#include "planner/api/entry_points.h"
 #include "tests/planner/fixture_files.h"
 
 namespace partplan {

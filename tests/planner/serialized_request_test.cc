@@ -1,4 +1,4 @@
-#include "planner/serialized_request.h"
+#include "planner/graph/serialized_request.h"
 
 #include <string>
 #include <vector>

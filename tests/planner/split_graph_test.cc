@@ -1,4 +1,4 @@
-#include "planner/split_graph.h"
+#include "planner/split/split_graph.h"
 
 #include <string>
 #include <vector>
@@ -9,8 +9,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/entry_points.h"
-#include "planner/status_util.h"
+#include "planner/api/entry_points.h"
+#include "planner/base/status_util.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {

@@ -28,7 +28,7 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "partplan/v1/planner_service.pb.h"
-#include "planner/entry_points.h"
+#include "planner/api/entry_points.h"
 #include "server/server.h"
 #include "tests/bench/synthetic_graphs.h"
 #include "tests/fuzz/corpus.h"

@@ -994,7 +994,7 @@ std::vector<HostileCase> Cases() {
 
   // --- Bytes that are not a request. ---
   // Bytes that do not parse name the field where they go wrong
-  // (planner/parse_failure.h): here the graph, cut short.
+  // (planner/wire/parse_failure.h): here the graph, cut short.
   add({"TruncatedRequest", PlannerRpc::kPartitionGraph, Probe::kPartitionGraph,
        [] {
          const std::string bytes = ExampleRequest(PlannerRpc::kPartitionGraph);

@@ -27,8 +27,8 @@
 #include "absl/time/clock.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
-#include "planner/cancellation.h"
-#include "planner/entry_points.h"
+#include "planner/api/entry_points.h"
+#include "planner/base/cancellation.h"
 
 namespace partplan {
 namespace {

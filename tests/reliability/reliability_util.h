@@ -27,7 +27,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "partplan/v1/planner_service.pb.h"
-#include "planner/limits.h"
+#include "planner/base/limits.h"
 #include "server/planner_backend.h"
 #include "server/planner_rpc.h"
 

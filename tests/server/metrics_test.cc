@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
 #include "server/server.h"
 #include "tests/server/test_util.h"
 

@@ -20,7 +20,7 @@
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
 #include "server/logging.h"
 #include "server/server.h"
 #include "tests/planner/plan_summary.h"

@@ -31,7 +31,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "partplan/v1/planner_service.grpc.pb.h"
-#include "planner/cancellation.h"
+#include "planner/base/cancellation.h"
 #include "server/planner_backend.h"
 #include "server/server.h"
 

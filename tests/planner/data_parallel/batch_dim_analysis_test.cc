@@ -12,9 +12,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/cancellation.h"
-#include "planner/graph_import.h"
-#include "planner/status_util.h"
+#include "planner/base/cancellation.h"
+#include "planner/base/status_util.h"
+#include "planner/graph/graph_import.h"
 #include "tests/planner/data_parallel/dp_test_graphs.h"
 
 namespace partplan {

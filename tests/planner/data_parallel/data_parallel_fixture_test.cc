@@ -21,7 +21,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "planner/data_parallel/data_parallel_plan.h"
-#include "planner/graph_import.h"
+#include "planner/graph/graph_import.h"
 
 namespace partplan {
 namespace {

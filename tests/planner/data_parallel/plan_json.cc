@@ -14,7 +14,7 @@
 #include "data_parallel_fixture.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "planner/data_parallel/data_parallel_plan.h"
-#include "planner/graph_import.h"
+#include "planner/graph/graph_import.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/graph_import.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
+#include "planner/graph/graph_import.h"
 #include "tests/planner/pipeline/pipeline_test_graphs.h"
 
 namespace partplan {

@@ -22,10 +22,10 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "pipeline_fixtures.pb.h"
-#include "planner/graph_import.h"
+#include "planner/base/status_util.h"
+#include "planner/graph/graph_import.h"
 #include "planner/pipeline/pipeline_graph.h"
 #include "planner/pipeline/shard_graph.h"
-#include "planner/status_util.h"
 
 namespace partplan {
 namespace {

@@ -11,8 +11,8 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "planner/graph_import.h"
-#include "planner/status_util.h"
+#include "planner/base/status_util.h"
+#include "planner/graph/graph_import.h"
 #include "tests/planner/pipeline/pipeline_test_graphs.h"
 
 namespace partplan {

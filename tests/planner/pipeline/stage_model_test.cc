@@ -2,7 +2,7 @@
 #include "planner/pipeline/stage_model.h"
 
 #include "gtest/gtest.h"
-#include "planner/graph_import.h"
+#include "planner/graph/graph_import.h"
 #include "tests/planner/pipeline/pipeline_test_graphs.h"
 
 namespace partplan {
