@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "planner/base/status_util.h"
-#include "planner/data_parallel/data_parallel_plan.h"
 #include "planner/fx/device_mapping.h"
 #include "planner/fx/partition.h"
 #include "planner/fx/partitioner.h"
@@ -270,36 +269,6 @@ absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
                                 v1::BuildPipelineGraphResponse* response) {
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
   return BuildPipelineGraphPlan(graph, request, token, response);
-}
-
-absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
-                              const GraphSource& graph_source, const InputLimits& limits,
-                              const CancellationToken& token,
-                              v1::PlanDataParallelResponse* response) {
-  // The analysis reads each node's message many times (NodeReader would
-  // parse it each time), so a serialised graph is parsed first; its import
-  // then reports what is wrong with the graph, as for a parsed request.
-  google::protobuf::Arena arena;
-  const v1::Graph* parsed = graph_source.parsed();
-  if (parsed == nullptr) {
-    auto* graph_message = google::protobuf::Arena::CreateMessage<v1::Graph>(&arena);
-    ChunkedInputStream bytes(graph_source.serialized());
-    if (!graph_message->ParseFromZeroCopyStream(&bytes)) {
-      // The import names the node or field that does not parse (it reads
-      // the same bytes the same way, so it fails too).
-      const absl::Status status = ImportGraph(graph_source, limits, token).status();
-      return status.ok() ? absl::InternalError("the graph imports but does not parse") : status;
-    }
-    parsed = graph_message;
-  }
-  GraphSource parsed_source(*parsed);
-  parsed_source.set_node_count_out(graph_source.node_count_out());
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(parsed_source, limits, token));
-  // The planner imports the inventory itself; hold it to the server's
-  // limits (--max_devices) first.
-  PARTPLAN_RETURN_IF_ERROR(ImportDevices(request.devices(), limits).status());
-  PARTPLAN_ASSIGN_OR_RETURN(*response, PlanDataParallelPlan(graph, request, token));
-  return absl::OkStatus();
 }
 
 absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
