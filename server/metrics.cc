@@ -58,8 +58,9 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
                                   "Time a planner thread spent on one call, in seconds: parsing, "
                                   "planning and serialising, or answering from the plan cache.")
                               .Register(registry);
-  for (const PlannerRpc rpc : kAllPlannerRpcs) {
-    const std::string method(RpcName(rpc));
+  for (const PlannerRpcMethod& row : kPlannerRpcs) {
+    const PlannerRpc rpc = row.rpc;
+    const std::string method(row.name);
     const prometheus::Labels labels = {{"grpc_type", "unary"},
                                        {"grpc_service", std::string(kPlannerServiceName)},
                                        {"grpc_method", method}};

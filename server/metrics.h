@@ -34,7 +34,7 @@
 
 #include <array>
 
-#include "server/planner_rpc.h"
+#include "planner/api/planner_rpcs.h"
 
 namespace partplan {
 

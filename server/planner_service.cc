@@ -8,7 +8,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -17,10 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "planner/api/planner_request.h"
 #include "planner/base/status_util.h"
-#include "planner/graph/graph_import.h"
-#include "planner/graph/serialized_request.h"
-#include "planner/wire/parse_failure.h"
 #include "server/call_arena.h"
 #include "server/logging.h"
 #include "server/status_conversion.h"
@@ -59,22 +56,6 @@ std::string RequestIdOf(const grpc::CallbackServerContext& context) {
   return std::string(it->second.data(), it->second.size());
 }
 
-// Every request has a graph; most, but not all, a device inventory.
-template <typename Request, typename = void>
-struct HasDeviceInventory : std::false_type {};
-template <typename Request>
-struct HasDeviceInventory<Request, std::void_t<decltype(std::declval<const Request&>().devices())>>
-    : std::true_type {};
-
-template <typename Request>
-int DeviceCount(const Request& request) {
-  if constexpr (HasDeviceInventory<Request>::value) {
-    return request.devices().devices_size();
-  } else {
-    return 0;
-  }
-}
-
 // A received request's bytes, read where gRPC put them: a large message
 // arrives as thousands of slices, and gathering them into one block would
 // hold it twice. Takes the slices from the call's buffer (which then holds
@@ -103,30 +84,6 @@ class ReceivedRequest {
   ChunkedBytes bytes_;
 };
 
-// A PlannerBackend method that answers with the response's bytes.
-template <typename Request>
-using SerializingMethod = absl::Status (PlannerBackend::*)(const Request&, const GraphSource&,
-                                                           const CancellationToken&, absl::Cord*);
-
-// The backend method that answers an RPC of `Request` with its response's
-// bytes, for the RPCs whose response the library writes without building it
-// as messages (PartitionGraph, Plan, ShardGraph and SplitGraph); nullptr for
-// the others.
-template <typename Request>
-constexpr SerializingMethod<Request> SerializingMethodFor() {
-  if constexpr (std::is_same_v<Request, v1::PartitionGraphRequest>) {
-    return &PlannerBackend::PartitionGraphSerialized;
-  } else if constexpr (std::is_same_v<Request, v1::PlanRequest>) {
-    return &PlannerBackend::PlanSerialized;
-  } else if constexpr (std::is_same_v<Request, v1::ShardGraphRequest>) {
-    return &PlannerBackend::ShardGraphSerialized;
-  } else if constexpr (std::is_same_v<Request, v1::SplitGraphRequest>) {
-    return &PlannerBackend::SplitGraphSerialized;
-  } else {
-    return nullptr;
-  }
-}
-
 }  // namespace
 
 // One call from its handler to Finish: the planner's cancellation token, and
@@ -134,7 +91,8 @@ constexpr SerializingMethod<Request> SerializingMethodFor() {
 // with the call.
 class PlannerCall final : public grpc::ServerUnaryReactor {
  public:
-  PlannerCall(PlannerRpc rpc, const grpc::CallbackServerContext& context, size_t request_bytes,
+  PlannerCall(const PlannerRpcMethod& rpc, const grpc::CallbackServerContext& context,
+              size_t request_bytes,
               const ServerMetrics& metrics, absl::Duration max_call_duration)
       : rpc_(rpc),
         metrics_(metrics),
@@ -144,7 +102,7 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
         token_(std::min(client_deadline_, server_limit_)),
         request_bytes_(request_bytes),
         request_id_(RequestIdOf(context)) {
-    metrics_.rpc(rpc_).started->Increment();
+    metrics_.rpc(rpc_.rpc).started->Increment();
   }
 
   const CancellationToken& token() const { return token_; }
@@ -181,8 +139,8 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
     }
     const grpc::Status grpc_status = ToGrpcStatus(status);
     const absl::Duration duration = absl::Now() - start_;
-    metrics_.handled(rpc_, grpc_status.error_code()).Increment();
-    metrics_.rpc(rpc_).handling_seconds->Observe(absl::ToDoubleSeconds(duration));
+    metrics_.handled(rpc_.rpc, grpc_status.error_code()).Increment();
+    metrics_.rpc(rpc_.rpc).handling_seconds->Observe(absl::ToDoubleSeconds(duration));
     Log(status, duration);
     Finish(grpc_status);
   }
@@ -194,7 +152,7 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
 
  private:
   void Log(const absl::Status& status, absl::Duration duration) const {
-    std::vector<LogField> fields = {{"method", RpcName(rpc_)}};
+    std::vector<LogField> fields = {{"method", rpc_.name}};
     // Calls refused or failed before their request was read have no size.
     if (nodes_ >= 0) {
       fields.emplace_back("nodes", nodes_);
@@ -208,7 +166,7 @@ class PlannerCall final : public grpc::ServerUnaryReactor {
     LogInfo("rpc", fields);
   }
 
-  const PlannerRpc rpc_;
+  const PlannerRpcMethod& rpc_;
   const ServerMetrics& metrics_;
   const absl::Time start_;
   const absl::Time server_limit_;     // start_ + max_call_duration
@@ -230,11 +188,24 @@ PlannerService::PlannerService(PlannerBackend& backend, BoundedThreadPool& pool,
       metrics_(metrics),
       authenticator_(authenticator),
       plan_cache_(plan_cache),
-      max_call_duration_(max_call_duration) {}
+      max_call_duration_(max_call_duration) {
+  method_paths_.reserve(kPlannerRpcCount);
+  for (const PlannerRpcMethod& rpc : kPlannerRpcs) {
+    method_paths_.push_back(absl::StrCat("/", kPlannerServiceName, "/", rpc.name));
+    AddMethod(new grpc::internal::RpcServiceMethod(method_paths_.back().c_str(),
+                                                   grpc::internal::RpcMethod::NORMAL_RPC,
+                                                   /*handler=*/nullptr));
+    MarkMethodRawCallback(
+        static_cast<int>(method_paths_.size() - 1),
+        new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+            [this, &rpc](grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                         grpc::ByteBuffer* response) {
+              return Handle(rpc, context, request, response);
+            }));
+  }
+}
 
-template <typename Request, typename Response>
-grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
-                                                 BackendMethod<Request, Response> plan,
+grpc::ServerUnaryReactor* PlannerService::Handle(const PlannerRpcMethod& rpc,
                                                  grpc::CallbackServerContext* context,
                                                  const grpc::ByteBuffer* request,
                                                  grpc::ByteBuffer* response) {
@@ -255,7 +226,7 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
   // seeing queue depth and in-flight at 0, finds the slot free for its next
   // call, however long this thread then takes to log, finish and get back to
   // the queue.
-  auto run = [this, rpc, plan, call, request = const_cast<grpc::ByteBuffer*>(request),
+  auto run = [this, &rpc, call, request = const_cast<grpc::ByteBuffer*>(request),
               response](BoundedThreadPool::Slot& slot) {
     // A call cancelled or expired while it waited is not worth planning.
     if (absl::Status status = call->token().Check(); !status.ok()) {
@@ -267,8 +238,8 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
     metrics_.in_flight().Increment();
     metrics_.queue_depth().Decrement();
     const absl::Time start = absl::Now();
-    const absl::Status status = Answer(rpc, plan, *call, request, response);
-    metrics_.rpc(rpc).planner_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+    const absl::Status status = Answer(rpc, *call, request, response);
+    metrics_.rpc(rpc.rpc).planner_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - start));
     slot.Release();
     metrics_.in_flight().Decrement();
     call->Complete(status);
@@ -291,47 +262,10 @@ grpc::ServerUnaryReactor* PlannerService::Handle(PlannerRpc rpc,
   return call;
 }
 
-template <typename Request, typename Response>
-absl::Status PlannerService::PlanAndSerialize(BackendMethod<Request, Response> plan,
-                                              const Request& request, const GraphSource& graph,
-                                              PlannerCall& call, grpc::ByteBuffer* response) {
-  if constexpr (constexpr SerializingMethod<Request> serializing = SerializingMethodFor<Request>();
-                serializing != nullptr) {
-    // Planned and serialised in one step, so that a plan by name is
-    // written from the graph's names rather than built as a message per
-    // node (planner_backend.h).
-    absl::Cord bytes;
-    if (absl::Status planning = (backend_.*serializing)(request, graph, call.token(), &bytes);
-        !planning.ok()) {
-      return planning;
-    }
-    grpc::ByteBuffer buffer = ByteBufferOf(std::move(bytes));
-    response->Swap(&buffer);
-    return absl::OkStatus();
-  }
-  auto* planned = google::protobuf::Arena::CreateMessage<Response>(&call.arena());
-  if (absl::Status planning = (backend_.*plan)(request, graph, call.token(), planned);
-      !planning.ok()) {
-    return planning;
-  }
-  bool own_buffer = false;
-  if (const grpc::Status serialized =
-          grpc::SerializationTraits<Response>::Serialize(*planned, response, &own_buffer);
-      !serialized.ok()) {
-    return absl::InternalError(
-        absl::StrCat("cannot serialise the response: ", serialized.error_message()));
-  }
-  return absl::OkStatus();
-}
-
-template <typename Request, typename Response>
-absl::Status PlannerService::Answer(PlannerRpc rpc, BackendMethod<Request, Response> plan,
-                                    PlannerCall& call, grpc::ByteBuffer* request,
-                                    grpc::ByteBuffer* response) {
-  // Validate is cheaper than a cache lookup; every other RPC plans.
-  const bool cacheable = plan_cache_ != nullptr && rpc != PlannerRpc::kValidate;
+absl::Status PlannerService::Answer(const PlannerRpcMethod& rpc, PlannerCall& call,
+                                    grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   const std::optional<std::string> key =
-      cacheable ? PlanCache::Key(RpcName(rpc), *request) : std::nullopt;
+      plan_cache_ != nullptr && rpc.cacheable ? PlanCache::Key(rpc.name, *request) : std::nullopt;
   if (key.has_value()) {
     PlanCache::Entry cached;
     if (plan_cache_->Lookup(*key, &cached)) {
@@ -342,96 +276,26 @@ absl::Status PlannerService::Answer(PlannerRpc rpc, BackendMethod<Request, Respo
     }
   }
 
-  // The request's fields but its graph are parsed; the graph is imported
-  // straight from its bytes, which stay here until the plan is made. A
-  // request that does not split that way (not a well-formed message, or a
-  // graph sent in pieces, which protobuf merges) is parsed whole.
   const ReceivedRequest received(request);
-  auto* parsed = google::protobuf::Arena::CreateMessage<Request>(&call.arena());
-  const std::optional<ChunkedBytes> graph_bytes =
-      received.valid() ? ParseAllButGraph(received.bytes(), parsed) : std::nullopt;
-  if (!graph_bytes.has_value()) {
-    parsed->Clear();
-    ChunkedInputStream whole(received.bytes());
-    if (!received.valid() || !parsed->ParseFromZeroCopyStream(&whole)) {
-      const absl::Status failure =
-          received.valid()
-              ? ParseFailure(*Request::descriptor(), received.bytes())
-              : InvalidFieldError("", absl::StrCat("the call carried no message; expected a ",
-                                                   Request::descriptor()->full_name()));
-      return InvalidFieldError(
-          InvalidFieldPath(failure).value_or(""),
-          absl::StrCat(InvalidFieldDescription(failure), ", the request message of /",
-                       kPlannerServiceName, "/", RpcName(rpc)));
-    }
-  }
-  GraphSource graph = graph_bytes.has_value() ? GraphSource::Serialized(*graph_bytes)
-                                              : GraphSource(parsed->graph());
-  // The planner's import counts the nodes as it finds them; a call that
-  // fails before its graph is imported has them counted here.
-  int64_t nodes = -1;
-  graph.set_node_count_out(&nodes);
+  absl::StatusOr<PlannerRequest> read =
+      ReadPlannerRequest(rpc, received.valid() ? &received.bytes() : nullptr, &call.arena());
+  if (!read.ok()) return read.status();
   // A miss is counted once the request parses: bytes that are not a
   // request were never going to be found.
   if (key.has_value()) metrics_.plan_cache_misses().Increment();
-  const absl::Status planning = PlanAndSerialize(plan, *parsed, graph, call, response);
-  if (nodes < 0) {
-    nodes =
-        graph_bytes.has_value() ? CountSerializedNodes(*graph_bytes) : parsed->graph().nodes_size();
-  }
-  call.SetRequestSize(static_cast<int>(std::min<int64_t>(nodes, std::numeric_limits<int>::max())),
-                      DeviceCount(*parsed));
+  absl::Cord bytes;
+  const absl::Status planning = backend_.Answer(rpc, *read, call.token(), &call.arena(), &bytes);
+  call.SetRequestSize(
+      static_cast<int>(std::min<int64_t>(read->CountNodes(), std::numeric_limits<int>::max())),
+      read->device_count());
   if (!planning.ok()) return planning;
+  grpc::ByteBuffer buffer = ByteBufferOf(std::move(bytes));
+  response->Swap(&buffer);
   if (key.has_value()) {
     plan_cache_->Insert(*key, {*response, call.nodes(), call.devices()});
     metrics_.plan_cache_bytes().Set(static_cast<double>(plan_cache_->bytes()));
   }
   return absl::OkStatus();
-}
-
-grpc::ServerUnaryReactor* PlannerService::PartitionGraph(grpc::CallbackServerContext* context,
-                                                         const grpc::ByteBuffer* request,
-                                                         grpc::ByteBuffer* response) {
-  return Handle(PlannerRpc::kPartitionGraph, &PlannerBackend::PartitionGraph, context, request,
-                response);
-}
-
-grpc::ServerUnaryReactor* PlannerService::SplitGraph(grpc::CallbackServerContext* context,
-                                                     const grpc::ByteBuffer* request,
-                                                     grpc::ByteBuffer* response) {
-  return Handle(PlannerRpc::kSplitGraph, &PlannerBackend::SplitGraph, context, request, response);
-}
-
-grpc::ServerUnaryReactor* PlannerService::ShardGraph(grpc::CallbackServerContext* context,
-                                                     const grpc::ByteBuffer* request,
-                                                     grpc::ByteBuffer* response) {
-  return Handle(PlannerRpc::kShardGraph, &PlannerBackend::ShardGraph, context, request, response);
-}
-
-grpc::ServerUnaryReactor* PlannerService::BuildPipelineGraph(grpc::CallbackServerContext* context,
-                                                             const grpc::ByteBuffer* request,
-                                                             grpc::ByteBuffer* response) {
-  return Handle(PlannerRpc::kBuildPipelineGraph, &PlannerBackend::BuildPipelineGraph, context,
-                request, response);
-}
-
-grpc::ServerUnaryReactor* PlannerService::PlanDataParallel(grpc::CallbackServerContext* context,
-                                                           const grpc::ByteBuffer* request,
-                                                           grpc::ByteBuffer* response) {
-  return Handle(PlannerRpc::kPlanDataParallel, &PlannerBackend::PlanDataParallel, context, request,
-                response);
-}
-
-grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* context,
-                                               const grpc::ByteBuffer* request,
-                                               grpc::ByteBuffer* response) {
-  return Handle(PlannerRpc::kPlan, &PlannerBackend::Plan, context, request, response);
-}
-
-grpc::ServerUnaryReactor* PlannerService::Validate(grpc::CallbackServerContext* context,
-                                                   const grpc::ByteBuffer* request,
-                                                   grpc::ByteBuffer* response) {
-  return Handle(PlannerRpc::kValidate, &PlannerBackend::Validate, context, request, response);
 }
 
 }  // namespace partplan

@@ -1,4 +1,6 @@
-// PlannerService: partplan.v1.PartitionPlanner on gRPC's callback API.
+// PlannerService: partplan.v1.PartitionPlanner on gRPC's callback API, one
+// raw-bytes handler per row of the RPC table (planner/api/planner_rpcs.h), so
+// that a new row is served, counted and logged with no code here.
 //
 // A handler does no work on gRPC's threads: it creates the call's
 // cancellation token (with the call's deadline), queues the planning on the
@@ -30,32 +32,26 @@
 #define PARTPLAN_SERVER_PLANNER_SERVICE_H_
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/server_callback_handlers.h>
+#include <grpcpp/impl/service_type.h>
+
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "partplan/v1/planner_service.grpc.pb.h"
+#include "planner/api/planner_rpcs.h"
 #include "planner/base/cancellation.h"
 #include "server/auth.h"
 #include "server/bounded_thread_pool.h"
 #include "server/metrics.h"
 #include "server/plan_cache.h"
 #include "server/planner_backend.h"
-#include "server/planner_rpc.h"
 
 namespace partplan {
 
 class PlannerCall;  // one call in flight (planner_service.cc)
 
-// partplan.v1.PartitionPlanner with every method on raw bytes.
-using RawPlannerCallbackService = v1::PartitionPlanner::WithRawCallbackMethod_PartitionGraph<
-    v1::PartitionPlanner::WithRawCallbackMethod_SplitGraph<
-        v1::PartitionPlanner::WithRawCallbackMethod_ShardGraph<
-            v1::PartitionPlanner::WithRawCallbackMethod_BuildPipelineGraph<
-                v1::PartitionPlanner::WithRawCallbackMethod_PlanDataParallel<
-                    v1::PartitionPlanner::WithRawCallbackMethod_Plan<
-                        v1::PartitionPlanner::WithRawCallbackMethod_Validate<
-                            v1::PartitionPlanner::Service>>>>>>>;
-
-class PlannerService final : public RawPlannerCallbackService {
+class PlannerService final : public grpc::Service {
  public:
   // All must outlive the service; `authenticator` may be null (no token
   // authentication), and so may `plan_cache` (no caching).
@@ -65,53 +61,16 @@ class PlannerService final : public RawPlannerCallbackService {
                  const TokenAuthenticator* authenticator = nullptr, PlanCache* plan_cache = nullptr,
                  absl::Duration max_call_duration = absl::InfiniteDuration());
 
-  grpc::ServerUnaryReactor* PartitionGraph(grpc::CallbackServerContext* context,
-                                           const grpc::ByteBuffer* request,
-                                           grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* SplitGraph(grpc::CallbackServerContext* context,
-                                       const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ShardGraph(grpc::CallbackServerContext* context,
-                                       const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* BuildPipelineGraph(grpc::CallbackServerContext* context,
-                                               const grpc::ByteBuffer* request,
-                                               grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* PlanDataParallel(grpc::CallbackServerContext* context,
-                                             const grpc::ByteBuffer* request,
-                                             grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Plan(grpc::CallbackServerContext* context,
-                                 const grpc::ByteBuffer* request,
-                                 grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Validate(grpc::CallbackServerContext* context,
-                                     const grpc::ByteBuffer* request,
-                                     grpc::ByteBuffer* response) override;
-
  private:
-  // A PlannerBackend method, e.g. &PlannerBackend::Validate.
-  template <typename Request, typename Response>
-  using BackendMethod = absl::Status (PlannerBackend::*)(const Request&, const GraphSource&,
-                                                         const CancellationToken&, Response*);
-
-  // The one handler behind every RPC above: `Request` and `Response` are
-  // the RPC's messages.
-  template <typename Request, typename Response>
-  grpc::ServerUnaryReactor* Handle(PlannerRpc rpc, BackendMethod<Request, Response> plan,
+  // The one handler behind every row: queues the call on the pool.
+  grpc::ServerUnaryReactor* Handle(const PlannerRpcMethod& rpc,
                                    grpc::CallbackServerContext* context,
                                    const grpc::ByteBuffer* request, grpc::ByteBuffer* response);
 
-  // Plans `request` with `plan` and serialises the response into
-  // `*response`.
-  template <typename Request, typename Response>
-  absl::Status PlanAndSerialize(BackendMethod<Request, Response> plan, const Request& request,
-                                const GraphSource& graph, PlannerCall& call,
-                                grpc::ByteBuffer* response);
-
   // Answers the call on a planner thread: from the cache, or by reading,
   // planning and serialising into `response`.
-  template <typename Request, typename Response>
-  absl::Status Answer(PlannerRpc rpc, BackendMethod<Request, Response> plan, PlannerCall& call,
-                      grpc::ByteBuffer* request, grpc::ByteBuffer* response);
+  absl::Status Answer(const PlannerRpcMethod& rpc, PlannerCall& call, grpc::ByteBuffer* request,
+                      grpc::ByteBuffer* response);
 
   PlannerBackend& backend_;
   BoundedThreadPool& pool_;
@@ -119,6 +78,9 @@ class PlannerService final : public RawPlannerCallbackService {
   const TokenAuthenticator* const authenticator_;
   PlanCache* const plan_cache_;
   const absl::Duration max_call_duration_;
+  // "/partplan.v1.PartitionPlanner/<name>" per row: gRPC keeps pointers to
+  // them.
+  std::vector<std::string> method_paths_;
 };
 
 }  // namespace partplan

@@ -15,7 +15,7 @@
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/logging.h"
-#include "server/planner_rpc.h"
+#include "planner/api/planner_rpcs.h"
 
 namespace partplan {
 namespace {

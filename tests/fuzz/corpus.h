@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "server/planner_rpc.h"
+#include "planner/api/planner_rpcs.h"
 
 namespace partplan::fuzz {
 

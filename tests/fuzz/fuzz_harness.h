@@ -47,7 +47,7 @@
 #include "planner/base/cancellation.h"
 #include "planner/base/limits.h"
 #include "planner/graph/serialized_request.h"
-#include "server/planner_rpc.h"
+#include "planner/api/planner_rpcs.h"
 
 namespace partplan::fuzz {
 

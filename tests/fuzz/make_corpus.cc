@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "server/planner_rpc.h"
+#include "planner/api/planner_rpcs.h"
 #include "tests/fuzz/corpus.h"
 
 int main(int argc, char** argv) {
@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: make_corpus OUT_DIR\n");
     return 2;
   }
-  for (const partplan::PlannerRpc rpc : partplan::kAllPlannerRpcs) {
+  for (const partplan::PlannerRpcMethod& row : partplan::kPlannerRpcs) {
+    const partplan::PlannerRpc rpc = row.rpc;
     const std::string name = partplan::fuzz::FuzzerName(rpc);
     const std::filesystem::path dir = std::filesystem::path(argv[1]) / name;
     std::filesystem::create_directories(dir);

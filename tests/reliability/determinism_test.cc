@@ -99,7 +99,8 @@ std::string PlannerOf(PlannerRpc rpc, const std::string& response_bytes) {
 
 std::vector<Case> Cases() {
   std::vector<Case> cases;
-  for (const PlannerRpc rpc : kAllPlannerRpcs) {
+  for (const PlannerRpcMethod& row : kPlannerRpcs) {
+    const PlannerRpc rpc = row.rpc;
     const std::vector<std::string> seeds = fuzz::SeedRequests(rpc);
     for (size_t i = 0; i < seeds.size(); ++i) {
       cases.push_back({absl::StrCat(RpcName(rpc), "#", i), rpc, seeds[i]});

@@ -35,7 +35,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "partplan/v1/planner_service.pb.h"
-#include "server/planner_rpc.h"
+#include "planner/api/planner_rpcs.h"
 #include "server/server.h"
 #include "tests/reliability/reliability_util.h"
 #include "tests/server/test_util.h"

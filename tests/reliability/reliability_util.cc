@@ -327,56 +327,19 @@ std::vector<absl::StatusCode> RecordingBackend::codes() {
   return codes_;
 }
 
-template <typename Call>
-absl::Status RecordingBackend::Record(Call call) {
+absl::Status RecordingBackend::Answer(const PlannerRpcMethod& rpc, const PlannerRequest& request,
+                                      const CancellationToken& token,
+                                      google::protobuf::Arena* arena, absl::Cord* response_bytes) {
   {
     absl::MutexLock lock(&mu_);
     ++started_;
   }
-  absl::Status status = call();
+  absl::Status status = library_->Answer(rpc, request, token, arena, response_bytes);
   absl::MutexLock lock(&mu_);
   ++finished_;
   last_finish_ = absl::Now();
   codes_.push_back(status.code());
   return status;
-}
-
-absl::Status RecordingBackend::PartitionGraph(const v1::PartitionGraphRequest& request,
-                                              const GraphSource& graph,
-                                              const CancellationToken& token,
-                                              v1::PartitionGraphResponse* response) {
-  return Record([&] { return library_->PartitionGraph(request, graph, token, response); });
-}
-absl::Status RecordingBackend::SplitGraph(const v1::SplitGraphRequest& request,
-                                          const GraphSource& graph, const CancellationToken& token,
-                                          v1::SplitGraphResponse* response) {
-  return Record([&] { return library_->SplitGraph(request, graph, token, response); });
-}
-absl::Status RecordingBackend::ShardGraph(const v1::ShardGraphRequest& request,
-                                          const GraphSource& graph, const CancellationToken& token,
-                                          v1::ShardGraphResponse* response) {
-  return Record([&] { return library_->ShardGraph(request, graph, token, response); });
-}
-absl::Status RecordingBackend::BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
-                                                  const GraphSource& graph,
-                                                  const CancellationToken& token,
-                                                  v1::BuildPipelineGraphResponse* response) {
-  return Record([&] { return library_->BuildPipelineGraph(request, graph, token, response); });
-}
-absl::Status RecordingBackend::PlanDataParallel(const v1::PlanDataParallelRequest& request,
-                                                const GraphSource& graph,
-                                                const CancellationToken& token,
-                                                v1::PlanDataParallelResponse* response) {
-  return Record([&] { return library_->PlanDataParallel(request, graph, token, response); });
-}
-absl::Status RecordingBackend::Plan(const v1::PlanRequest& request, const GraphSource& graph,
-                                    const CancellationToken& token, v1::PlanResponse* response) {
-  return Record([&] { return library_->Plan(request, graph, token, response); });
-}
-absl::Status RecordingBackend::Validate(const v1::ValidateRequest& request,
-                                        const GraphSource& graph, const CancellationToken& token,
-                                        v1::ValidateResponse* response) {
-  return Record([&] { return library_->Validate(request, graph, token, response); });
 }
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(

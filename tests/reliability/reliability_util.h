@@ -29,7 +29,7 @@
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/base/limits.h"
 #include "server/planner_backend.h"
-#include "server/planner_rpc.h"
+#include "planner/api/planner_rpcs.h"
 
 namespace partplan {
 
@@ -148,30 +148,11 @@ class RecordingBackend final : public PlannerBackend {
   // The status codes of finished calls, in finishing order.
   std::vector<absl::StatusCode> codes();
 
-  absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const GraphSource& graph,
-                              const CancellationToken& token,
-                              v1::PartitionGraphResponse* response) override;
-  absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph,
-                          const CancellationToken& token,
-                          v1::SplitGraphResponse* response) override;
-  absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph,
-                          const CancellationToken& token,
-                          v1::ShardGraphResponse* response) override;
-  absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
-                                  const GraphSource& graph, const CancellationToken& token,
-                                  v1::BuildPipelineGraphResponse* response) override;
-  absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
-                                const GraphSource& graph, const CancellationToken& token,
-                                v1::PlanDataParallelResponse* response) override;
-  absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
-                    const CancellationToken& token, v1::PlanResponse* response) override;
-  absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph,
-                        const CancellationToken& token, v1::ValidateResponse* response) override;
+  absl::Status Answer(const PlannerRpcMethod& rpc, const PlannerRequest& request,
+                      const CancellationToken& token, google::protobuf::Arena* arena,
+                      absl::Cord* response_bytes) override;
 
  private:
-  template <typename Call>
-  absl::Status Record(Call call);
-
   const std::unique_ptr<PlannerBackend> library_;
   absl::Mutex mu_;
   int started_ ABSL_GUARDED_BY(mu_) = 0;

@@ -250,7 +250,8 @@ void Worker(int id, int port, absl::Time stop, const std::vector<Seed>& seeds, S
 
 int Main() {
   std::vector<Seed> seeds;
-  for (const PlannerRpc rpc : kAllPlannerRpcs) {
+  for (const PlannerRpcMethod& row : kPlannerRpcs) {
+    const PlannerRpc rpc = row.rpc;
     for (std::string& bytes : fuzz::SeedRequests(rpc)) seeds.push_back({rpc, std::move(bytes)});
   }
   if (seeds.empty()) {

@@ -96,17 +96,15 @@ TEST(PlannerServiceTest, PartitionGraphReturnsTheBackendsPlan) {
   EXPECT_EQ(response.plan().partitions_size(), 1);
 }
 
-// The planner a client sees in the response to `call`, where the backend's
-// message says "the message" and its *Serialized method writes a response
-// that says "the bytes".
+// The planner a client sees in the response to `call`, where the backend
+// answers bytes of a response that says "the bytes".
 template <typename Request, typename Response>
 std::string PlannerTheClientSees(grpc::Status (v1::PartitionPlanner::Stub::*call)(
     grpc::ClientContext*, const Request&, Response*)) {
   auto backend = std::make_unique<FakePlannerBackend>();
-  SummaryOf(backend->canned<Response>())->set_planner("the message");
   Response bytes;
   SummaryOf(bytes)->set_planner("the bytes");
-  backend->set_serialized_bytes(bytes.SerializeAsString());
+  backend->set_response_bytes(bytes.SerializeAsString());
   std::unique_ptr<PlannerServer> server = StartTestServer(std::move(backend));
   if (server == nullptr) return "no server";
   grpc::ClientContext context;
@@ -117,8 +115,7 @@ std::string PlannerTheClientSees(grpc::Status (v1::PartitionPlanner::Stub::*call
   return SummaryOf(response)->planner();
 }
 
-// The RPCs whose response the library writes as bytes are answered through
-// the backend's *Serialized methods.
+// Every RPC is answered with the bytes the backend writes, as they are.
 TEST(PlannerServiceTest, PlansAreSentAsTheBackendWritesThem) {
   EXPECT_EQ(PlannerTheClientSees(&v1::PartitionPlanner::Stub::PartitionGraph), "the bytes");
   EXPECT_EQ(PlannerTheClientSees(&v1::PartitionPlanner::Stub::Plan), "the bytes");
@@ -126,10 +123,9 @@ TEST(PlannerServiceTest, PlansAreSentAsTheBackendWritesThem) {
 
   // SplitGraph's response has no summary: its output values say which.
   auto backend = std::make_unique<FakePlannerBackend>();
-  backend->canned<v1::SplitGraphResponse>().add_output_values("the message");
   v1::SplitGraphResponse bytes;
   bytes.add_output_values("the bytes");
-  backend->set_serialized_bytes(bytes.SerializeAsString());
+  backend->set_response_bytes(bytes.SerializeAsString());
   std::unique_ptr<PlannerServer> server = StartTestServer(std::move(backend));
   ASSERT_NE(server, nullptr);
   grpc::ClientContext context;

@@ -32,6 +32,24 @@ int EventCounter::count() {
   return count_;
 }
 
+FakePlannerBackend::FakePlannerBackend(Hook hook) : hook_(std::move(hook)) {
+  for (const PlannerRpcMethod& rpc : kPlannerRpcs) {
+    canned_.emplace_back(rpc.response_prototype().New());
+  }
+}
+
+absl::Status FakePlannerBackend::Answer(const PlannerRpcMethod& rpc, const PlannerRequest&,
+                                        const CancellationToken& token, google::protobuf::Arena*,
+                                        absl::Cord* response_bytes) {
+  if (hook_) {
+    if (absl::Status status = hook_(token); !status.ok()) return status;
+  }
+  *response_bytes = absl::Cord(response_bytes_.has_value()
+                                   ? *response_bytes_
+                                   : canned_[Index(rpc.rpc)]->SerializeAsString());
+  return absl::OkStatus();
+}
+
 FakePlannerBackend::Hook BlockUntil(absl::Notification& release, EventCounter& started) {
   return [&release, &started](const CancellationToken&) {
     started.Increment();

@@ -21,7 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -30,7 +30,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
 #include "partplan/v1/planner_service.grpc.pb.h"
+#include "planner/api/planner_request.h"
+#include "planner/api/planner_rpcs.h"
 #include "planner/base/cancellation.h"
 #include "server/planner_backend.h"
 #include "server/server.h"
@@ -54,118 +57,43 @@ class EventCounter {
   int count_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// A PlannerBackend answering every RPC with a canned response (default:
-// empty), after running a hook that may block or fail the call. The RPCs
-// the service answers with bytes (the *Serialized methods) serialise the
-// canned response, or answer with bytes set by set_serialized_bytes.
+// A PlannerBackend answering every row of the RPC table with a canned
+// response (default: empty), after running a hook that may block or fail the
+// call; or with bytes set by set_response_bytes.
 class FakePlannerBackend final : public PlannerBackend {
  public:
   // Runs first in every call; a non-OK status is returned instead of the
   // canned response.
   using Hook = std::function<absl::Status(const CancellationToken&)>;
 
-  explicit FakePlannerBackend(Hook hook = nullptr) : hook_(std::move(hook)) {}
+  explicit FakePlannerBackend(Hook hook = nullptr);
 
   // The canned response of type Response (set before the server starts).
   template <typename Response>
   Response& canned() {
-    return std::get<Response>(canned_);
+    for (const std::unique_ptr<google::protobuf::Message>& response : canned_) {
+      if (response->GetDescriptor() == Response::descriptor()) {
+        return static_cast<Response&>(*response);
+      }
+    }
+    ADD_FAILURE() << "no RPC answers " << Response::descriptor()->full_name();
+    static Response unused;
+    return unused;
   }
 
-  absl::Status PartitionGraph(const v1::PartitionGraphRequest&, const GraphSource&,
-                              const CancellationToken& token,
-                              v1::PartitionGraphResponse* response) override {
-    return Respond(token, response);
-  }
-  absl::Status SplitGraph(const v1::SplitGraphRequest&, const GraphSource&,
-                          const CancellationToken& token,
-                          v1::SplitGraphResponse* response) override {
-    return Respond(token, response);
-  }
-  absl::Status ShardGraph(const v1::ShardGraphRequest&, const GraphSource&,
-                          const CancellationToken& token,
-                          v1::ShardGraphResponse* response) override {
-    return Respond(token, response);
-  }
-  absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest&, const GraphSource&,
-                                  const CancellationToken& token,
-                                  v1::BuildPipelineGraphResponse* response) override {
-    return Respond(token, response);
-  }
-  absl::Status PlanDataParallel(const v1::PlanDataParallelRequest&, const GraphSource&,
-                                const CancellationToken& token,
-                                v1::PlanDataParallelResponse* response) override {
-    return Respond(token, response);
-  }
-  absl::Status Plan(const v1::PlanRequest&, const GraphSource&, const CancellationToken& token,
-                    v1::PlanResponse* response) override {
-    return Respond(token, response);
-  }
-  absl::Status Validate(const v1::ValidateRequest&, const GraphSource&,
-                        const CancellationToken& token, v1::ValidateResponse* response) override {
-    return Respond(token, response);
-  }
+  // Bytes every call is answered with (after the hook) instead of a canned
+  // response (set before the server starts).
+  void set_response_bytes(std::string bytes) { response_bytes_ = std::move(bytes); }
 
-  // What the *Serialized methods (PartitionGraph's, Plan's, SplitGraph's,
-  // ShardGraph's) answer (after the hook) instead of the canned response's bytes: to tell
-  // which method the service called (set before the server starts).
-  void set_serialized_bytes(std::string bytes) { serialized_bytes_ = std::move(bytes); }
-  absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
-                                        const GraphSource& graph, const CancellationToken& token,
-                                        absl::Cord* response_bytes) override {
-    if (!serialized_bytes_.has_value()) {
-      return PlannerBackend::PartitionGraphSerialized(request, graph, token, response_bytes);
-    }
-    return RespondWithBytes(token, response_bytes);
-  }
-  absl::Status PlanSerialized(const v1::PlanRequest& request, const GraphSource& graph,
-                              const CancellationToken& token, absl::Cord* response_bytes) override {
-    if (!serialized_bytes_.has_value()) {
-      return PlannerBackend::PlanSerialized(request, graph, token, response_bytes);
-    }
-    return RespondWithBytes(token, response_bytes);
-  }
-  absl::Status SplitGraphSerialized(const v1::SplitGraphRequest& request, const GraphSource& graph,
-                                    const CancellationToken& token,
-                                    absl::Cord* response_bytes) override {
-    if (!serialized_bytes_.has_value()) {
-      return PlannerBackend::SplitGraphSerialized(request, graph, token, response_bytes);
-    }
-    return RespondWithBytes(token, response_bytes);
-  }
-  absl::Status ShardGraphSerialized(const v1::ShardGraphRequest& request, const GraphSource& graph,
-                                    const CancellationToken& token,
-                                    absl::Cord* response_bytes) override {
-    if (!serialized_bytes_.has_value()) {
-      return PlannerBackend::ShardGraphSerialized(request, graph, token, response_bytes);
-    }
-    return RespondWithBytes(token, response_bytes);
-  }
+  absl::Status Answer(const PlannerRpcMethod& rpc, const PlannerRequest& request,
+                      const CancellationToken& token, google::protobuf::Arena* arena,
+                      absl::Cord* response_bytes) override;
 
  private:
-  template <typename Response>
-  absl::Status Respond(const CancellationToken& token, Response* response) {
-    if (hook_) {
-      if (absl::Status status = hook_(token); !status.ok()) return status;
-    }
-    *response = std::get<Response>(canned_);
-    return absl::OkStatus();
-  }
-
-  absl::Status RespondWithBytes(const CancellationToken& token, absl::Cord* response_bytes) {
-    if (hook_) {
-      if (absl::Status status = hook_(token); !status.ok()) return status;
-    }
-    *response_bytes = absl::Cord(*serialized_bytes_);
-    return absl::OkStatus();
-  }
-
   const Hook hook_;
-  std::tuple<v1::PartitionGraphResponse, v1::SplitGraphResponse, v1::ShardGraphResponse,
-             v1::BuildPipelineGraphResponse, v1::PlanDataParallelResponse, v1::PlanResponse,
-             v1::ValidateResponse>
-      canned_;
-  std::optional<std::string> serialized_bytes_;
+  // One per row of kPlannerRpcs, of the row's response type.
+  std::vector<std::unique_ptr<google::protobuf::Message>> canned_;
+  std::optional<std::string> response_bytes_;
 };
 
 // Hook: counts the call in `started`, then blocks until `release` is
