@@ -1,12 +1,16 @@
-// The PlanDataParallel entry point (declared in entry_points.h).
+// The PlanDataParallel entry point (declared in entry_points.h): the graph
+// parsed and imported, the inventory imported once, the options validated
+// against both, the planner, then the response written from its plan.
 #include "absl/status/status.h"
 #include "google/protobuf/arena.h"
 #include "planner/api/entry_points.h"
 #include "planner/base/status_util.h"
+#include "planner/data_parallel/data_parallel_options.h"
 #include "planner/data_parallel/data_parallel_plan.h"
 #include "planner/graph/devices.h"
 #include "planner/graph/graph_import.h"
 #include "planner/graph/serialized_request.h"
+#include "planner/wire/data_parallel_response.h"
 
 namespace partplan {
 
@@ -33,11 +37,14 @@ absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
   GraphSource parsed_source(*parsed);
   parsed_source.set_node_count_out(graph_source.node_count_out());
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(parsed_source, limits, token));
-  // The planner imports the inventory itself; hold it to the server's
-  // limits (--max_devices) first.
-  PARTPLAN_RETURN_IF_ERROR(ImportDevices(request.devices(), limits).status());
-  PARTPLAN_ASSIGN_OR_RETURN(*response, PlanDataParallelPlan(graph, request, token));
-  return absl::OkStatus();
+  // The inventory, held to the server's limits (--max_devices), is imported
+  // once; the options are checked against it and the graph.
+  PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(request.devices(), limits));
+  PARTPLAN_ASSIGN_OR_RETURN(const DataParallelOptions options,
+                            DataParallelOptions::FromRequest(request, graph, devices));
+  PARTPLAN_ASSIGN_OR_RETURN(const DataParallelPlan plan,
+                            PlanDataParallelPlan(graph, options, devices, token));
+  return DataParallelResponseFromPlan(graph, plan, token, response);
 }
 
 }  // namespace partplan

@@ -1,12 +1,11 @@
 #include "planner/data_parallel/data_parallel_options.h"
 
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "planner/base/limits.h"
 #include "planner/base/status_util.h"
-#include "planner/graph/devices.h"
 
 namespace partplan {
 namespace {
@@ -35,21 +34,31 @@ absl::StatusOr<int32_t> DataParallelGroupSize(const v1::DeviceInventory& devices
                            absl::StrCat("no mesh axis is called '", axis, "' (", known, ")"));
 }
 
-}  // namespace
-
-DataParallelOptions DataParallelOptions::FromRequest(const v1::PlanDataParallelRequest& request) {
-  DataParallelOptions options;
-  options.roles = request.roles();
-  options.input_batch_dim = request.input_batch_dim();
-  options.devices = request.devices();
-  options.data_parallel_axis = request.data_parallel_axis();
-  options.style = request.style();
-  return options;
+// The request's style; STYLE_UNSPECIFIED is MEMORY_AWARE.
+absl::StatusOr<DataParallelStyle> StyleOf(v1::DataParallelStyle style) {
+  switch (style) {
+    case v1::REPLICATE:
+      return DataParallelStyle::kReplicate;
+    case v1::FULLY_SHARD:
+      return DataParallelStyle::kFullyShard;
+    case v1::STYLE_UNSPECIFIED:
+    case v1::MEMORY_AWARE:
+      return DataParallelStyle::kMemoryAware;
+    default:
+      return InvalidFieldError("style", absl::StrCat("unknown style ", style));
+  }
 }
 
-absl::Status DataParallelOptions::CheckAndSetup(const CompactGraph& graph) {
+}  // namespace
+
+absl::StatusOr<DataParallelOptions> DataParallelOptions::FromRequest(
+    const v1::PlanDataParallelRequest& request, const CompactGraph& graph,
+    const DeviceList& devices) {
+  DataParallelOptions options;
+  BatchDimOptions& batch = options.batch;
   batch.roles.assign(graph.num_nodes(), v1::ROLE_UNSPECIFIED);
   std::vector<int> named_by(graph.num_nodes(), -1);
+  const auto& roles = request.roles();
   for (int i = 0; i < roles.size(); ++i) {
     const v1::PlaceholderRoleEntry& entry = roles[i];
     const std::string at = absl::StrCat("roles[", i, "]");
@@ -76,28 +85,16 @@ absl::Status DataParallelOptions::CheckAndSetup(const CompactGraph& graph) {
     named_by[v] = i;
     batch.roles[v] = entry.role();
   }
-  batch.input_batch_dim = input_batch_dim;
+  batch.input_batch_dim = request.input_batch_dim();
   PARTPLAN_RETURN_IF_ERROR(batch.CheckAndSetup(graph));
 
-  if (!v1::DataParallelStyle_IsValid(style)) {
-    return InvalidFieldError("style", absl::StrCat("unknown style ", style));
-  }
-  resolved_style = style == v1::STYLE_UNSPECIFIED ? v1::MEMORY_AWARE : style;
-
-  PARTPLAN_ASSIGN_OR_RETURN(const DeviceList list, ImportDevices(devices, InputLimits()));
-  if (list.empty()) {
+  PARTPLAN_ASSIGN_OR_RETURN(options.style, StyleOf(request.style()));
+  if (devices.empty()) {
     return InvalidFieldError("devices.devices", "a data-parallel plan needs at least one device");
   }
-  PARTPLAN_ASSIGN_OR_RETURN(group_size, DataParallelGroupSize(devices, data_parallel_axis));
-  device_memory_bytes = list[0].available_memory_bytes;
-  smallest_device = list[0].name;
-  for (const DeviceSpec& device : list.devices()) {
-    if (device.available_memory_bytes < device_memory_bytes) {
-      device_memory_bytes = device.available_memory_bytes;
-      smallest_device = device.name;
-    }
-  }
-  return absl::OkStatus();
+  PARTPLAN_ASSIGN_OR_RETURN(options.group_size,
+                            DataParallelGroupSize(request.devices(), request.data_parallel_axis()));
+  return options;
 }
 
 }  // namespace partplan

@@ -1,6 +1,7 @@
 #include "planner/data_parallel/data_parallel_plan.h"
 
 #include <limits>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -9,52 +10,29 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
 #include "planner/base/status_util.h"
-#include "planner/data_parallel/batch_dim_analysis.h"
-#include "planner/data_parallel/data_parallel_options.h"
 #include "planner/data_parallel/parameter_placement.h"
 
 namespace partplan {
 namespace {
 
-// A placement on the data-parallel axis.
-struct Place {
-  v1::Placement::Kind kind = v1::Placement::KIND_UNSPECIFIED;
-  int32_t dim = 0;                   // SHARD
-  ReduceOp reduce = ReduceOp::kSum;  // PARTIAL
-  // SHARD, REPLICATE: the devices' values are `scale` times the whole
-  // value's (ValueLayout::scaled). A property of the values, not of where
-  // they lie: placements compare without it.
-  int32_t scale = 1;
-  // SHARD: the batch's dim merges this many outer elements with it, so each
-  // device's rows interleave (ValueLayout::batch_outer); 1 for a block.
-  int64_t interleave = 1;
-  // SHARD of a local scalar: `reduce` says how the devices' values combine.
-  bool local_scalar = false;
+using Place = DataParallelPlacement;
 
-  bool operator==(const Place& other) const {
-    return kind == other.kind &&
-           (kind != v1::Placement::SHARD || (dim == other.dim && interleave == other.interleave)) &&
-           (kind != v1::Placement::PARTIAL || reduce == other.reduce);
-  }
-  // A key for de-duplicating redistributions of one value (with interleave).
-  int64_t Key() const {
-    return (static_cast<int64_t>(kind) << 40) | (static_cast<int64_t>(reduce) << 32) |
-           static_cast<uint32_t>(dim);
-  }
-  void ToProto(v1::Placement* placement) const {
-    placement->set_kind(kind);
-    if (kind == v1::Placement::SHARD) placement->set_dim(dim);
-    if (kind == v1::Placement::PARTIAL || (kind == v1::Placement::SHARD && local_scalar)) {
-      placement->set_reduce_op(ReduceOpName(reduce));
-    }
-    if (scale > 1) placement->set_scale(scale);
-    if (kind == v1::Placement::SHARD && interleave > 1) placement->set_interleave(interleave);
-  }
-};
+// Whether a value lies the same way under both placements (scale aside).
+bool SamePlace(const Place& a, const Place& b) {
+  return a.kind == b.kind &&
+         (a.kind != Place::kShard || (a.dim == b.dim && a.interleave == b.interleave)) &&
+         (a.kind != Place::kPartial || a.reduce == b.reduce);
+}
 
-Place Replicate() { return Place{v1::Placement::REPLICATE, 0, ReduceOp::kSum}; }
+// A key for de-duplicating redistributions of one value (with interleave).
+int64_t PlaceKey(const Place& place) {
+  return (static_cast<int64_t>(place.kind) << 40) |
+         (static_cast<int64_t>(place.reduce) << 32) | static_cast<uint32_t>(place.dim);
+}
+
+Place Replicate() { return Place{Place::kReplicate, 0, ReduceOp::kSum}; }
 Place ShardOn(int32_t dim, int64_t interleave = 1) {
-  Place place{v1::Placement::SHARD, dim, ReduceOp::kSum};
+  Place place{Place::kShard, dim, ReduceOp::kSum};
   place.interleave = interleave;
   return place;
 }
@@ -72,13 +50,12 @@ Collective CollectiveFor(const Place& from, const Place& to, int64_t bytes, int3
     const __int128 sent = static_cast<__int128>(bytes) * (n - 1) * numerator;
     return static_cast<int64_t>(sent / (static_cast<__int128>(n) * denominator));
   };
-  using K = v1::Placement;
-  if (from.kind == K::PARTIAL) {
-    if (to.kind == K::REPLICATE) return {"all_reduce", share(2, 1)};
+  if (from.kind == Place::kPartial) {
+    if (to.kind == Place::kReplicate) return {"all_reduce", share(2, 1)};
     return {"reduce_scatter", share(1, 1)};
   }
-  if (from.kind == K::SHARD) {
-    if (to.kind == K::REPLICATE) return {"all_gather", share(1, 1)};
+  if (from.kind == Place::kShard) {
+    if (to.kind == Place::kReplicate) return {"all_gather", share(1, 1)};
     return {"all_to_all", share(1, n)};
   }
   return {"local_chunk", 0};
@@ -86,41 +63,50 @@ Collective CollectiveFor(const Place& from, const Place& to, int64_t bytes, int3
 
 class PlanBuilder {
  public:
-  PlanBuilder(const CompactGraph& graph, const v1::PlanDataParallelRequest& request,
-              const CancellationToken& token)
-      : graph_(graph), request_(request), token_(token) {}
+  PlanBuilder(const CompactGraph& graph, const DataParallelOptions& options,
+              const DeviceList& devices, const CancellationToken& token)
+      : graph_(graph), options_(options), devices_(devices), token_(token) {}
 
-  absl::StatusOr<v1::PlanDataParallelResponse> Run() {
-    options_ = DataParallelOptions::FromRequest(request_);
-    PARTPLAN_RETURN_IF_ERROR(options_.CheckAndSetup(graph_));
+  absl::StatusOr<DataParallelPlan> Run() {
+    if (devices_.empty()) {
+      return absl::InvalidArgumentError("a data-parallel plan needs at least one device");
+    }
+    // MEMORY_AWARE's budget: the smallest device (the first such).
+    int64_t device_memory_bytes = devices_[0].available_memory_bytes;
+    const std::string* smallest_device = &devices_[0].name;
+    for (const DeviceSpec& device : devices_.devices()) {
+      if (device.available_memory_bytes < device_memory_bytes) {
+        device_memory_bytes = device.available_memory_bytes;
+        smallest_device = &device.name;
+      }
+    }
     PARTPLAN_ASSIGN_OR_RETURN(analysis_, AnalyzeBatchDims(graph_, options_.batch, token_));
     PARTPLAN_ASSIGN_OR_RETURN(
-        placement_,
-        PlaceParameters(graph_, analysis_, options_.resolved_style, options_.group_size,
-                        options_.device_memory_bytes, options_.smallest_device, token_));
+        placement_, PlaceParameters(graph_, analysis_, options_.style, options_.group_size,
+                                    device_memory_bytes, *smallest_device, token_));
     const int32_t n = graph_.num_nodes();
     places_.reserve(n);
-    v1::PlanDataParallelResponse response;
-    response.mutable_nodes()->Reserve(n);
+    DataParallelPlan plan;
+    plan.nodes.resize(n);
     for (NodeId v = 0; v < n; ++v) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(v));
       places_.push_back(PlaceOf(v));
-      AddNodeSharding(v, &response);
+      DescribeNode(v, &plan.nodes[v]);
     }
     for (NodeId v = 0; v < n; ++v) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(v));
       const BatchDimAnalysis::StatisticsSync* sync = analysis_.statistics_sync(v);
-      if (sync != nullptr) AddStatisticsSync(v, *sync, &response);
+      if (sync != nullptr) AddStatisticsSync(v, *sync, &plan);
       for (NodeId u : graph_.inputs(v)) {
         const absl::optional<Place> need = Need(u, v);
-        if (!need.has_value() || *need == places_[u]) continue;
-        if (!redistributed_.insert({u, need->Key(), need->interleave}).second) {
+        if (!need.has_value() || SamePlace(*need, places_[u])) continue;
+        if (!redistributed_.insert({u, PlaceKey(*need), need->interleave}).second) {
           continue;  // already there
         }
-        AddRedistribution(u, v, *need, &response);
+        AddRedistribution(u, v, *need, &plan);
       }
     }
-    return response;
+    return plan;
   }
 
  private:
@@ -148,7 +134,7 @@ class PlanBuilder {
         return place;
       }
       case Layout::kPartial:
-        return Place{v1::Placement::PARTIAL, 0, value.reduce};
+        return Place{Place::kPartial, 0, value.reduce};
       case Layout::kReplicate:
         return Replicate();
       case Layout::kNotTensor:
@@ -169,20 +155,16 @@ class PlanBuilder {
     }
   }
 
-  void AddNodeSharding(NodeId v, v1::PlanDataParallelResponse* response) const {
-    v1::NodeSharding* sharding = response->add_nodes();
-    sharding->set_node(std::string(graph_.name(v)));
-    sharding->set_batch_dim(BatchDimOf(layout(v)));
-    if (places_[v].kind != v1::Placement::KIND_UNSPECIFIED) {
-      places_[v].ToProto(sharding->mutable_placement());
-    }
-    sharding->set_ambiguous(analysis_.ambiguous(v));
+  void DescribeNode(NodeId v, DataParallelNode* node) const {
+    node->batch_dim = BatchDimOf(layout(v));
+    node->placement = places_[v];
+    node->ambiguous = analysis_.ambiguous(v);
     const NodeId guess = analysis_.guess_of(v);
-    if (guess >= 0 && graph_.op(v) != v1::OUTPUT) sharding->set_guessed_at(std::string(graph_.name(guess)));
+    if (guess >= 0 && graph_.op(v) != v1::OUTPUT) node->guessed_at = guess;
     const std::string& why = analysis_.note(v);
     const std::string& placed = placement_.note(v);
-    sharding->set_note(why.empty() || placed.empty() ? absl::StrCat(why, placed)
-                                                     : absl::StrCat(why, "; ", placed));
+    node->note = why.empty() || placed.empty() ? absl::StrCat(why, placed)
+                                               : absl::StrCat(why, "; ", placed);
   }
 
   // The placement consumer v needs operand u in, if it needs one.
@@ -194,7 +176,7 @@ class PlanBuilder {
       return absl::nullopt;
     }
     if (layout(v).layout == Layout::kModelState) {
-      if (placement_.group_of(v) < 0 || places_[v] == Replicate()) return Replicate();
+      if (placement_.group_of(v) < 0 || SamePlace(places_[v], Replicate())) return Replicate();
       // A sharded update: its group is sharded alike; gradients arrive
       // reduce-scattered; replicated operands are cut to the shard unless
       // they broadcast along dim 0.
@@ -250,48 +232,45 @@ class PlanBuilder {
 
   // SyncBatchNorm's all-reduce of per-channel statistics before v.
   void AddStatisticsSync(NodeId v, const BatchDimAnalysis::StatisticsSync& sync,
-                         v1::PlanDataParallelResponse* response) const {
+                         DataParallelPlan* plan) const {
     int64_t bytes = 0;
     if (__builtin_mul_overflow(sync.values, sync.element_bytes, &bytes)) {
       bytes = std::numeric_limits<int64_t>::max();
     }
-    const Place from{v1::Placement::PARTIAL, 0, ReduceOp::kSum};
+    const Place from{Place::kPartial, 0, ReduceOp::kSum};
     const Collective collective = CollectiveFor(from, Replicate(), bytes, options_.group_size);
-    v1::Redistribution* redistribution = response->add_redistributions();
-    redistribution->set_value(std::string(graph_.name(sync.operand)));
-    redistribution->set_consumer(std::string(graph_.name(v)));
-    from.ToProto(redistribution->mutable_from_placement());
-    Replicate().ToProto(redistribution->mutable_to_placement());
-    redistribution->set_collective(collective.name);
-    redistribution->set_bytes(collective.bytes);
-    redistribution->set_statistics(
-        absl::StrCat(sync.what, " (", sync.values, " values)"));
-    response->set_communication_bytes_per_step(response->communication_bytes_per_step() +
-                                               collective.bytes);
+    DataParallelRedistribution& redistribution = plan->redistributions.emplace_back();
+    redistribution.value = sync.operand;
+    redistribution.consumer = v;
+    redistribution.from = from;
+    redistribution.to = Replicate();
+    redistribution.collective = collective.name;
+    redistribution.bytes = collective.bytes;
+    redistribution.statistics = absl::StrCat(sync.what, " (", sync.values, " values)");
+    plan->communication_bytes_per_step += collective.bytes;
   }
 
   void AddRedistribution(NodeId u, NodeId v, Place to,
-                         v1::PlanDataParallelResponse* response) const {
+                         DataParallelPlan* plan) const {
     const Collective collective =
         CollectiveFor(places_[u], to, analysis_.value_bytes(u), options_.group_size);
     // Gathering or cutting scaled values moves them as they are; reducing
     // Partial terms gives the whole value.
-    if (places_[u].kind != v1::Placement::PARTIAL) to.scale = places_[u].scale;
-    v1::Redistribution* redistribution = response->add_redistributions();
-    redistribution->set_value(std::string(graph_.name(u)));
-    redistribution->set_consumer(std::string(graph_.name(v)));
-    places_[u].ToProto(redistribution->mutable_from_placement());
-    to.ToProto(redistribution->mutable_to_placement());
-    redistribution->set_collective(collective.name);
-    redistribution->set_bytes(collective.bytes);
-    response->set_communication_bytes_per_step(response->communication_bytes_per_step() +
-                                               collective.bytes);
+    if (places_[u].kind != Place::kPartial) to.scale = places_[u].scale;
+    DataParallelRedistribution& redistribution = plan->redistributions.emplace_back();
+    redistribution.value = u;
+    redistribution.consumer = v;
+    redistribution.from = places_[u];
+    redistribution.to = to;
+    redistribution.collective = collective.name;
+    redistribution.bytes = collective.bytes;
+    plan->communication_bytes_per_step += collective.bytes;
   }
 
   const CompactGraph& graph_;
-  const v1::PlanDataParallelRequest& request_;
+  const DataParallelOptions& options_;
+  const DeviceList& devices_;
   const CancellationToken& token_;
-  DataParallelOptions options_;
   BatchDimAnalysis analysis_;
   ParameterPlacement placement_;
   std::vector<Place> places_;
@@ -300,10 +279,11 @@ class PlanBuilder {
 
 }  // namespace
 
-absl::StatusOr<v1::PlanDataParallelResponse> PlanDataParallelPlan(
-    const CompactGraph& graph, const v1::PlanDataParallelRequest& request,
-    const CancellationToken& token) {
-  return PlanBuilder(graph, request, token).Run();
+absl::StatusOr<DataParallelPlan> PlanDataParallelPlan(const CompactGraph& graph,
+                                                      const DataParallelOptions& options,
+                                                      const DeviceList& devices,
+                                                      const CancellationToken& token) {
+  return PlanBuilder(graph, options, devices, token).Run();
 }
 
 }  // namespace partplan

@@ -1,10 +1,19 @@
-// PlanDataParallelPlan: the PlanDataParallel RPC: how to run an aten-level
-// training graph (make_fx) data-parallel over the devices of one mesh axis.
+// PlanDataParallelPlan: the PlanDataParallel RPC's planner: how to run an
+// aten-level training graph (make_fx) data-parallel over the devices of one
+// mesh axis. It takes the graph, the options and the inventory validated at
+// the edge, and returns a DataParallelPlan, which
+// wire/data_parallel_response.h writes as the response.
 //
-//   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
-//                             ImportGraph(request.graph(), limits, token));
-//   PARTPLAN_ASSIGN_OR_RETURN(v1::PlanDataParallelResponse response,
-//                             PlanDataParallelPlan(graph, request, token));
+//   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices,
+//                             ImportDevices(request.devices(), limits));
+//   PARTPLAN_ASSIGN_OR_RETURN(const DataParallelOptions options,
+//                             DataParallelOptions::FromRequest(request, graph, devices));
+//   PARTPLAN_ASSIGN_OR_RETURN(const DataParallelPlan plan,
+//                             PlanDataParallelPlan(graph, options, devices, token));
+//   plan.nodes[v].placement.kind;   // node v's placement
+//
+// The graph must be imported from a parsed v1::Graph (CompactGraph::parsed):
+// the analysis reads its nodes' arguments there.
 //
 // For every node, in graph order: its batch dim (-1 none, -2 Partial), its
 // placement on the data-parallel axis (Shard(d), Replicate, Partial with
@@ -46,24 +55,78 @@
 // all_to_all (N-1)S/N^2, local_chunk 0. communication_bytes_per_step is
 // their sum.
 //
-// Errors: INVALID_ARGUMENT for a bad request (data_parallel_options.h) or a
-// graph the analysis cannot follow (unknown op without shapes, shape
-// mismatches; batch_dim_analysis.h); FAILED_PRECONDITION when MEMORY_AWARE
-// finds no placement that fits; the token's status when it fires.
+// Errors: INVALID_ARGUMENT for a graph the analysis cannot follow (unknown
+// op without shapes, shape mismatches; batch_dim_analysis.h);
+// FAILED_PRECONDITION when MEMORY_AWARE finds no placement that fits; the
+// token's status when it fires. (A bad request is the options' error:
+// data_parallel_options.h.)
 // O(nodes + edges + argument values), plus a sort of the parameter groups.
 #ifndef PARTPLAN_PLANNER_DATA_PARALLEL_DATA_PARALLEL_PLAN_H_
 #define PARTPLAN_PLANNER_DATA_PARALLEL_DATA_PARALLEL_PLAN_H_
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
-#include "partplan/v1/planner_service.pb.h"
+#include "absl/strings/string_view.h"
 #include "planner/base/cancellation.h"
+#include "planner/data_parallel/batch_dim_analysis.h"
+#include "planner/data_parallel/data_parallel_options.h"
+#include "planner/graph/devices.h"
 #include "planner/graph/graph.h"
 
 namespace partplan {
 
-absl::StatusOr<v1::PlanDataParallelResponse> PlanDataParallelPlan(
-    const CompactGraph& graph, const v1::PlanDataParallelRequest& request,
-    const CancellationToken& token);
+// A placement on the data-parallel axis.
+struct DataParallelPlacement {
+  enum Kind : uint8_t { kNone, kShard, kReplicate, kPartial };
+  Kind kind = kNone;  // kNone: not a tensor
+  int32_t dim = 0;    // kShard
+  ReduceOp reduce = ReduceOp::kSum;  // kPartial, and kShard of a local scalar
+  // kShard, kReplicate: the devices' values are `scale` times the whole
+  // value's (ValueLayout::scaled). A property of the values, not of where
+  // they lie: placements compare without it.
+  int32_t scale = 1;
+  // kShard: the batch's dim merges this many outer elements with it, so
+  // each device's rows interleave (ValueLayout::batch_outer); 1 for a block.
+  int64_t interleave = 1;
+  // kShard of a local scalar: `reduce` says how the devices' values combine.
+  bool local_scalar = false;
+};
+
+// What the plan says of one node.
+struct DataParallelNode {
+  int32_t batch_dim = -1;  // -1 none, -2 Partial
+  DataParallelPlacement placement;
+  bool ambiguous = false;
+  NodeId guessed_at = -1;  // the ambiguous node the placement rests on, or -1
+  std::string note;        // why, where there is more to say; else empty
+};
+
+// One redistribution: `value` moved for `consumer`.
+struct DataParallelRedistribution {
+  NodeId value = -1;
+  NodeId consumer = -1;
+  DataParallelPlacement from;
+  DataParallelPlacement to;
+  absl::string_view collective;  // "all_reduce", "all_gather", ... (static)
+  int64_t bytes = 0;             // each device sends
+  std::string statistics;        // SyncBatchNorm's: which statistics; else empty
+};
+
+struct DataParallelPlan {
+  std::vector<DataParallelNode> nodes;  // by node id
+  std::vector<DataParallelRedistribution> redistributions;
+  int64_t communication_bytes_per_step = 0;
+};
+
+// `options` must come from DataParallelOptions::FromRequest for `graph` and
+// `devices` (which therefore holds at least one device).
+absl::StatusOr<DataParallelPlan> PlanDataParallelPlan(const CompactGraph& graph,
+                                                      const DataParallelOptions& options,
+                                                      const DeviceList& devices,
+                                                      const CancellationToken& token);
 
 }  // namespace partplan
 

@@ -74,7 +74,7 @@ const std::string& ParameterPlacement::note(NodeId v) const {
 class ParameterPlacer {
  public:
   ParameterPlacer(const CompactGraph& graph, const BatchDimAnalysis& analysis,
-                  v1::DataParallelStyle style, int32_t group_size, int64_t device_memory_bytes,
+                  DataParallelStyle style, int32_t group_size, int64_t device_memory_bytes,
                   const std::string& smallest_device, const CancellationToken& token)
       : graph_(graph),
         analysis_(analysis),
@@ -88,9 +88,9 @@ class ParameterPlacer {
     PARTPLAN_RETURN_IF_ERROR(FormGroups());
     result_.group_sharded_.assign(groups_.size(), false);
     switch (style_) {
-      case v1::REPLICATE:
+      case DataParallelStyle::kReplicate:
         break;
-      case v1::FULLY_SHARD:
+      case DataParallelStyle::kFullyShard:
         for (size_t g = 0; g < groups_.size(); ++g) {
           if (groups_[g].shardable) {
             result_.group_sharded_[g] = true;
@@ -296,7 +296,7 @@ class ParameterPlacer {
 
   const CompactGraph& graph_;
   const BatchDimAnalysis& analysis_;
-  const v1::DataParallelStyle style_;
+  const DataParallelStyle style_;
   const int32_t group_size_;
   const int64_t budget_;
   const std::string& smallest_device_;
@@ -307,7 +307,7 @@ class ParameterPlacer {
 
 absl::StatusOr<ParameterPlacement> PlaceParameters(const CompactGraph& graph,
                                                    const BatchDimAnalysis& analysis,
-                                                   v1::DataParallelStyle style, int32_t group_size,
+                                                   DataParallelStyle style, int32_t group_size,
                                                    int64_t device_memory_bytes,
                                                    const std::string& smallest_device,
                                                    const CancellationToken& token) {

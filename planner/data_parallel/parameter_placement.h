@@ -4,8 +4,8 @@
 //
 //   PARTPLAN_ASSIGN_OR_RETURN(
 //       ParameterPlacement placement,
-//       PlaceParameters(graph, analysis, options.resolved_style, options.group_size,
-//                       options.device_memory_bytes, options.smallest_device, token));
+//       PlaceParameters(graph, analysis, options.style, options.group_size,
+//                       device_memory_bytes, smallest_device, token));
 //   placement.sharded(v);   // model-state node v is Shard(0)
 //
 // Model state travels in groups: a parameter, its optimizer states and the
@@ -36,12 +36,19 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "partplan/v1/planner_service.pb.h"
 #include "planner/base/cancellation.h"
 #include "planner/data_parallel/batch_dim_analysis.h"
 #include "planner/graph/graph.h"
 
 namespace partplan {
+
+// Where a data-parallel plan keeps parameters and optimizer states (the
+// styles above).
+enum class DataParallelStyle : uint8_t {
+  kReplicate,    // REPLICATE
+  kFullyShard,   // FULLY_SHARD
+  kMemoryAware,  // MEMORY_AWARE
+};
 
 class ParameterPlacement {
  public:
@@ -72,7 +79,7 @@ int64_t ShardBytes(absl::Span<const int64_t> shape, int64_t element_bytes, int32
 
 absl::StatusOr<ParameterPlacement> PlaceParameters(const CompactGraph& graph,
                                                    const BatchDimAnalysis& analysis,
-                                                   v1::DataParallelStyle style, int32_t group_size,
+                                                   DataParallelStyle style, int32_t group_size,
                                                    int64_t device_memory_bytes,
                                                    const std::string& smallest_device,
                                                    const CancellationToken& token);

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "planner/data_parallel/data_parallel_plan.h"
 #include "planner/graph/graph_import.h"
+#include "tests/planner/data_parallel/plan_request.h"
 
 namespace partplan {
 namespace {
@@ -64,7 +65,7 @@ TEST_P(DataParallelFixtureTest, MatchesThePlanWorkedOutByHand) {
   absl::StatusOr<CompactGraph> graph = ImportGraph(fixture.request().graph(), InputLimits(), token);
   ASSERT_TRUE(graph.ok()) << graph.status();
   absl::StatusOr<v1::PlanDataParallelResponse> response =
-      PlanDataParallelPlan(*graph, fixture.request(), token);
+      PlanRequest(*graph, fixture.request(), token);
   ASSERT_TRUE(response.ok()) << response.status();
 
   // Under MEMORY_AWARE every parameter and optimizer state says why.

@@ -17,6 +17,7 @@
 #include "planner/base/status_util.h"
 #include "planner/graph/graph_import.h"
 #include "tests/planner/data_parallel/dp_test_graphs.h"
+#include "tests/planner/data_parallel/plan_request.h"
 
 namespace partplan {
 namespace {
@@ -36,7 +37,7 @@ class Planned {
     }
     graph_ = std::make_unique<CompactGraph>(std::move(*graph));
     if (cancel) token_.Cancel();
-    response_ = PlanDataParallelPlan(*graph_, request_, token_);
+    response_ = PlanRequest(*graph_, request_, token_);
   }
   const absl::StatusOr<v1::PlanDataParallelResponse>& response() const { return response_; }
   const v1::NodeSharding& node(const std::string& name) const {

@@ -15,6 +15,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "planner/data_parallel/data_parallel_plan.h"
 #include "planner/graph/graph_import.h"
+#include "tests/planner/data_parallel/plan_request.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
     std::cerr << graph.status() << "\n";
     return 1;
   }
-  auto response = partplan::PlanDataParallelPlan(*graph, request, token);
+  auto response = partplan::PlanRequest(*graph, request, token);
   if (!response.ok()) {
     std::cerr << response.status() << "\n";
     return 1;
