@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -17,7 +18,10 @@
 #include "planner/pipeline/pipeline_graph.h"
 #include "planner/pipeline/shard_graph.h"
 #include "planner/split/split_graph.h"
+#include "planner/wire/pipeline_graph_response.h"
 #include "planner/wire/plan_with_names.h"
+#include "planner/wire/shard_graph_response.h"
+#include "planner/wire/split_graph_response.h"
 
 namespace partplan {
 namespace {
@@ -87,50 +91,57 @@ absl::Status ImportPlanAndSerialize(const GraphSource& graph_source,
       response.mutable_plan());
 }
 
-// A ShardGraph request's fields but its graph, which ShardGraphPlan does not
-// read, asking for the shards by node index.
-v1::ShardGraphRequest ShardRequestByIndex(const v1::ShardConfig& config,
-                                          const v1::DeviceInventory& devices) {
-  v1::ShardGraphRequest request;
-  *request.mutable_config() = config;
-  *request.mutable_devices() = devices;
-  request.set_node_references(v1::NODE_REFERENCES_INDICES);
-  return request;
+// SplitGraph once the graph is imported: the request's assignments checked
+// into the partition of every node, then split.
+absl::StatusOr<GraphSplit> SplitImported(const CompactGraph& graph,
+                                         const v1::SplitGraphRequest& request,
+                                         const CancellationToken& token) {
+  PARTPLAN_ASSIGN_OR_RETURN(const std::vector<int32_t> partition_of,
+                            PartitionOfNodes(graph, request.assignments(), token));
+  return SplitGraphPlan(graph, partition_of, request.keep_original_order(), token);
 }
 
-// What ShardGraph checks before it shards: the node references, the graph,
-// and for BALANCED, which reads the inventory, the inventory against the
-// server's limits (--max_devices) before the planner imports it.
-absl::StatusOr<CompactGraph> ImportToShard(const v1::ShardGraphRequest& request,
-                                           const GraphSource& graph_source,
-                                           const InputLimits& limits,
-                                           const CancellationToken& token) {
+// What ShardGraph checks before it shards, in this order: the node
+// references, the graph, for BALANCED (the only mode that reads it) the
+// inventory against the server's limits (--max_devices), then the
+// ShardConfig. The inventory is imported here once, and the planner reads
+// the DeviceList; for FAIRSCALE it is left empty.
+struct ShardInputs {
+  CompactGraph graph;
+  DeviceList devices;
+  ShardOptions options;
+};
+absl::StatusOr<ShardInputs> ImportToShard(const v1::ShardGraphRequest& request,
+                                          const GraphSource& graph_source,
+                                          const InputLimits& limits,
+                                          const CancellationToken& token) {
   PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(request.node_references()));
   PARTPLAN_ASSIGN_OR_RETURN(CompactGraph graph, ImportGraph(graph_source, limits, token));
+  DeviceList devices;
   if (request.config().mode() == v1::ShardConfig::BALANCED) {
-    PARTPLAN_RETURN_IF_ERROR(ImportDevices(request.devices(), limits).status());
+    PARTPLAN_ASSIGN_OR_RETURN(devices, ImportDevices(request.devices(), limits));
   }
-  return graph;
+  PARTPLAN_ASSIGN_OR_RETURN(const ShardOptions options, ShardOptions::FromConfig(request.config()));
+  return ShardInputs{std::move(graph), std::move(devices), options};
 }
 
-// The shards of a ShardGraph response by node index as partitions: their
-// call_* and get_attr nodes with the placeholders they read, their memory,
-// and their device when the planner chose one.
-// Polls `token` by the nodes and inputs it passes over.
-absl::StatusOr<PartitionSet> ShardsToPartitions(const CompactGraph& graph,
-                                                const v1::ShardGraphResponse& shards,
-                                                bool shards_have_devices,
+// A shard plan's shards as partitions: their call_* and get_attr nodes with
+// the placeholders they read, their memory, and their device when the
+// planner chose one. Polls `token` by the nodes and inputs it passes over.
+absl::StatusOr<PartitionSet> ShardsToPartitions(const CompactGraph& graph, const ShardPlan& shards,
                                                 const CancellationToken& token) {
   PartitionSet set;
   set.partition_of.assign(graph.num_nodes(), -1);
   int64_t work = 0;
-  for (const v1::Shard& shard : shards.shards()) {
+  const int32_t num_shards = static_cast<int32_t>(shards.shards.size());
+  for (int32_t s = 0; s < num_shards; ++s) {
+    const PipelineShard& shard = shards.shards[s];
     Partition& partition = set.partitions.emplace_back();
-    for (const NodeId v : shard.node_indices()) {
+    for (const NodeId v : shard.nodes) {
       PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       partition.nodes.push_back(v);
       if (!graph.is_op_node(v)) continue;
-      set.partition_of[v] = shard.id();
+      set.partition_of[v] = s;
       for (NodeId u : graph.inputs(v)) {
         PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
         if (graph.op(u) == v1::PLACEHOLDER) partition.nodes.push_back(u);
@@ -142,35 +153,33 @@ absl::StatusOr<PartitionSet> ShardsToPartitions(const CompactGraph& graph,
     std::sort(partition.nodes.begin(), partition.nodes.end());
     partition.nodes.erase(std::unique(partition.nodes.begin(), partition.nodes.end()),
                           partition.nodes.end());
-    partition.memory_bytes = shard.memory_bytes();
-    if (shards_have_devices) partition.logical_device_ids = {shard.logical_device_id()};
+    partition.memory_bytes = shard.memory_bytes;
+    if (shards.shards_have_devices) partition.logical_device_ids = {shard.logical_device_id};
   }
   PARTPLAN_RETURN_IF_ERROR(LinkPartitions(graph, token, &set));
   return set;
 }
 
 // Plan with a shard planner: its shards, placed (best fit when the planner
-// chose no devices), become the plan's partitions.
+// chose no devices), become the plan's partitions. The inventory is
+// imported once, against the server's limits. The shard planner's options
+// are `config` in a ShardGraphRequest; here they are `shard`.
 absl::Status ShardImported(const CompactGraph& graph, const v1::PlanRequest& request,
                            v1::NodeReferences node_references, const InputLimits& limits,
                            const CancellationToken& token, absl::Time start,
                            v1::PartitionPlan* plan) {
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(request.devices(), limits));
-  v1::ShardGraphResponse shards;
-  PARTPLAN_RETURN_IF_ERROR(
-      WithFieldPrefix(ShardGraphPlan(graph, ShardRequestByIndex(request.shard(), request.devices()),
-                                     token, &shards),
-                      "config", "shard"));
-  PARTPLAN_ASSIGN_OR_RETURN(
-      PartitionSet set,
-      ShardsToPartitions(graph, shards, request.shard().mode() == v1::ShardConfig::BALANCED,
-                         token));
+  const absl::StatusOr<ShardOptions> options = ShardOptions::FromConfig(request.shard());
+  if (!options.ok()) return WithFieldPrefix(options.status(), "config", "shard");
+  const absl::StatusOr<ShardPlan> shards = ShardGraphPlan(graph, *options, devices, token);
+  if (!shards.ok()) return WithFieldPrefix(shards.status(), "config", "shard");
+  PARTPLAN_ASSIGN_OR_RETURN(PartitionSet set, ShardsToPartitions(graph, *shards, token));
   std::vector<DeviceLoad> loads(devices.size());
   if (!devices.empty()) {
     PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));
   }
-  PARTPLAN_RETURN_IF_ERROR(DescribePlan(graph, devices, set, shards.summary().planner(),
-                                        "shard", node_references, token, plan));
+  PARTPLAN_RETURN_IF_ERROR(DescribePlan(graph, devices, set, shards->planner, "shard",
+                                        node_references, token, plan));
   plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   return absl::OkStatus();
 }
@@ -230,37 +239,40 @@ absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource&
                         const InputLimits& limits, const CancellationToken& token,
                         v1::SplitGraphResponse* response) {
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
-  return SplitGraphPlan(graph, request, token, response);
+  PARTPLAN_ASSIGN_OR_RETURN(const GraphSplit split,
+                            SplitImported(graph, request, token));
+  // Built from the struct, as a message: no bytes written and parsed back.
+  return SplitGraphResponseFromPlan(graph, split, token, response);
 }
 
 absl::Status SplitGraphSerialized(const v1::SplitGraphRequest& request,
                                   const GraphSource& graph_source, const InputLimits& limits,
                                   const CancellationToken& token, absl::Cord* response_bytes) {
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
-  return SplitGraphSerializedPlan(graph, request, token, response_bytes);
+  PARTPLAN_ASSIGN_OR_RETURN(const GraphSplit split,
+                            SplitImported(graph, request, token));
+  return SerializeSplitGraphResponse(graph, split, token, response_bytes);
 }
 
 absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph_source,
                         const InputLimits& limits, const CancellationToken& token,
                         v1::ShardGraphResponse* response) {
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
+  PARTPLAN_ASSIGN_OR_RETURN(const ShardInputs in,
                             ImportToShard(request, graph_source, limits, token));
-  return ShardGraphPlan(graph, request, token, response);
+  PARTPLAN_ASSIGN_OR_RETURN(const ShardPlan plan,
+                            ShardGraphPlan(in.graph, in.options, in.devices, token));
+  return ShardGraphResponseFromPlan(in.graph, plan, request.node_references(), token, response);
 }
 
 absl::Status ShardGraphSerialized(const v1::ShardGraphRequest& request,
                                   const GraphSource& graph_source, const InputLimits& limits,
                                   const CancellationToken& token, absl::Cord* response_bytes) {
-  PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
+  PARTPLAN_ASSIGN_OR_RETURN(const ShardInputs in,
                             ImportToShard(request, graph_source, limits, token));
-  v1::ShardGraphResponse response;
-  if (request.node_references() != v1::NODE_REFERENCES_NAMES) {
-    PARTPLAN_RETURN_IF_ERROR(ShardGraphPlan(graph, request, token, &response));
-    return SerializeWithinLimit(response, response_bytes);
-  }
-  PARTPLAN_RETURN_IF_ERROR(ShardGraphPlan(
-      graph, ShardRequestByIndex(request.config(), request.devices()), token, &response));
-  return SerializeResponseWithNames(graph, &response, response_bytes);
+  PARTPLAN_ASSIGN_OR_RETURN(const ShardPlan plan,
+                            ShardGraphPlan(in.graph, in.options, in.devices, token));
+  return SerializeShardGraphResponse(in.graph, plan, request.node_references(), token,
+                                     response_bytes);
 }
 
 absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
@@ -268,7 +280,11 @@ absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
                                 const CancellationToken& token,
                                 v1::BuildPipelineGraphResponse* response) {
   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph, ImportGraph(graph_source, limits, token));
-  return BuildPipelineGraphPlan(graph, request, token, response);
+  PARTPLAN_ASSIGN_OR_RETURN(const std::vector<PipelineWorker> workers,
+                            PipelineWorkersFromRequest(request, token));
+  PARTPLAN_ASSIGN_OR_RETURN(const PipelineGraph pipeline,
+                            BuildPipelineGraphPlan(graph, workers, token));
+  return PipelineGraphResponseFromPlan(graph, pipeline, workers, token, response);
 }
 
 absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,

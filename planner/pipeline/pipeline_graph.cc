@@ -29,28 +29,9 @@ std::string NodePath(NodeId v, absl::string_view field) {
 }
 std::string ArgPath(NodeId v, int k) { return absl::StrCat("graph.nodes[", v, "].args[", k, "]"); }
 
-// What a node stands for, as a PipelineInput says it: a forward input, a
-// module's output or an element of it; nothing for the output node. Kept as
-// three integers a node rather than as a message, which allocates its
-// module_output apart.
-struct Source {
-  enum class Kind : int8_t { kNone, kForwardInput, kModuleOutput };
-  Kind kind = Kind::kNone;
-  int32_t index = 0;          // the forward input's number, or the module's
-  int32_t output_index = -1;  // the element read; -1 for the whole output
-
-  bool is_module_output() const { return kind == Kind::kModuleOutput; }
-  bool is_element() const { return output_index >= 0; }
-  void WriteTo(v1::PipelineInput* input) const {
-    if (kind == Kind::kForwardInput) {
-      input->set_forward_input(index);
-    } else if (kind == Kind::kModuleOutput) {
-      v1::PipelineOutputRef* ref = input->mutable_module_output();
-      ref->set_module(index);
-      if (is_element()) ref->set_output_index(output_index);
-    }
-  }
-};
+// What each node stands for (PipelineValue, kNone for the output node):
+// three integers a node.
+using Source = PipelineValue;
 
 // How modules read one module's output, for its cardinality.
 struct OutputReads {
@@ -61,12 +42,12 @@ struct OutputReads {
 
 class PipelineGraphBuilder {
  public:
-  PipelineGraphBuilder(const CompactGraph& graph, const v1::BuildPipelineGraphRequest& request,
-                       const CancellationToken& token, v1::BuildPipelineGraphResponse* response)
+  PipelineGraphBuilder(const CompactGraph& graph, absl::Span<const PipelineWorker> workers,
+                       const CancellationToken& token, PipelineGraph* result)
       : graph_(graph),
-        request_(request),
+        workers_(workers),
         token_(token),
-        response_(*response),
+        result_(*result),
         source_of_(graph.num_nodes()) {}
 
   absl::Status Build() {
@@ -96,7 +77,7 @@ class PipelineGraphBuilder {
           ArgumentNodes arguments(graph_, v);
           for (const v1::Value& value : node.args()) {
             if (value.kind_case() == v1::Value::kNode) {
-              source_of_[arguments.Next(value.node())].WriteTo(response_.add_outputs());
+              result_.outputs.push_back(source_of_[arguments.Next(value.node())]);
             }
           }
           break;
@@ -109,16 +90,16 @@ class PipelineGraphBuilder {
                            "(call_module), getitem on their outputs and the output"));
       }
     }
-    for (int32_t m = 0; m < response_.modules_size(); ++m) {
+    for (int32_t m = 0; m < static_cast<int32_t>(result_.modules.size()); ++m) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(m));
-      response_.mutable_modules(m)->set_output_count(reads_[m].element_count);
+      result_.modules[m].output_count = reads_[m].element_count;
     }
-    for (int i = 0; i < request_.workers_size(); ++i) {
+    for (int i = 0; i < static_cast<int>(workers_.size()); ++i) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(i));
       if (!worker_used_[i]) {
         return InvalidFieldError(
             absl::StrCat("workers[", i, "].target"),
-            absl::StrCat("no call_module node calls module '", request_.workers(i).target(), "'"));
+            absl::StrCat("no call_module node calls module '", workers_[i].target, "'"));
       }
     }
     return absl::OkStatus();
@@ -132,38 +113,38 @@ class PipelineGraphBuilder {
   // gathered first so that each lookup's slot is prefetched a few modules
   // ahead, as the workers' are for their inserts.
   absl::Status ReadWorkers() {
-    const int num_workers = request_.workers_size();
+    const int num_workers = static_cast<int>(workers_.size());
     std::vector<absl::string_view> targets(num_workers);
     for (int i = 0; i < num_workers; ++i) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(i));
-      targets[i] = request_.workers(i).target();
+      targets[i] = workers_[i].target;
     }
     NameIndex index(num_workers);
     HashAhead worker_hashes(index, num_workers, [&targets](int64_t i) { return targets[i]; });
     for (int i = 0; i < num_workers; ++i) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(i));
       const uint64_t hash = worker_hashes.Next(i);
-      const v1::ModuleWorker& worker = request_.workers(i);
+      const PipelineWorker& worker = workers_[i];
       const auto path = [i](absl::string_view field) {
         return absl::StrCat("workers[", i, "].", field);
       };
-      if (worker.target().empty()) {
+      if (worker.target.empty()) {
         return InvalidFieldError(path("target"), "no module target");
       }
-      if (worker.worker().empty()) {
+      if (worker.worker.empty()) {
         return InvalidFieldError(path("worker"),
-                                 absl::StrCat("no worker for module '", worker.target(), "'"));
+                                 absl::StrCat("no worker for module '", worker.target, "'"));
       }
       if (const int32_t earlier = index.Insert(targets, i, hash); earlier >= 0) {
         return InvalidFieldError(path("target"),
-                                 absl::StrCat("module '", worker.target(),
+                                 absl::StrCat("module '", worker.target,
                                               "' has a worker already (workers[", earlier, "])"));
       }
     }
     worker_used_.assign(num_workers, false);
     // OwnFields' views last only until its next call: the targets are
-    // copied.
-    StringPool module_targets;
+    // copied, into the result, as every call_module node is a module.
+    StringPool& module_targets = result_.targets;
     for (NodeId v = 0; v < graph_.num_nodes(); ++v) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(v));
       if (graph_.op(v) == v1::CALL_MODULE) module_targets.Add(nodes_.OwnFields(v).target);
@@ -189,18 +170,17 @@ class PipelineGraphBuilder {
     }
     // The call_module nodes come here in graph order, as ReadWorkers found
     // their workers.
-    const int32_t module = response_.modules_size();
+    const int32_t module = static_cast<int32_t>(result_.modules.size());
     const int32_t worker = worker_of_module_[module];
     if (worker < 0) {
       return InvalidFieldError("workers", absl::StrCat("no worker for module '", node.target(),
                                                        "', called by ", NodeLabel(graph_, v)));
     }
     worker_used_[worker] = true;
-    v1::PipelineModule* entry = response_.add_modules();
-    const absl::string_view name = graph_.name(v);
-    entry->set_node(name.data(), name.size());
-    entry->set_target(node.target());
-    entry->set_worker(request_.workers(worker).worker());
+    PipelineModuleCall& entry = result_.modules.emplace_back();
+    entry.node = v;
+    entry.worker = worker;
+    entry.inputs_begin = static_cast<int32_t>(result_.module_inputs.size());
     ArgumentNodes arguments(graph_, v);
     for (int k = 0; k < node.args_size(); ++k) {
       const v1::Value& value = node.args(k);
@@ -213,8 +193,9 @@ class PipelineGraphBuilder {
       }
       const Source& input = source_of_[arguments.Next(value.node())];
       if (input.is_module_output()) PARTPLAN_RETURN_IF_ERROR(NoteRead(input, v, k));
-      input.WriteTo(entry->add_inputs());
+      result_.module_inputs.push_back(input);
     }
+    entry.inputs_end = static_cast<int32_t>(result_.module_inputs.size());
     source_of_[v] = {Source::Kind::kModuleOutput, module};
     reads_.emplace_back();
     return absl::OkStatus();
@@ -251,7 +232,7 @@ class PipelineGraphBuilder {
   absl::Status NoteRead(const Source& ref, NodeId reader, int k) {
     OutputReads& reads = reads_[ref.index];
     const auto module = [&] {
-      return absl::StrCat("module '", response_.modules(ref.index).node(), "'");
+      return absl::StrCat("module '", graph_.name(result_.modules[ref.index].node), "'");
     };
     if (ref.is_element()) {
       if (reads.whole_reader >= 0) {
@@ -278,35 +259,38 @@ class PipelineGraphBuilder {
 
   const CompactGraph& graph_;
   NodeReader nodes_{graph_};
-  const v1::BuildPipelineGraphRequest& request_;
+  const absl::Span<const PipelineWorker> workers_;
   const CancellationToken& token_;
-  v1::BuildPipelineGraphResponse& response_;
+  PipelineGraph& result_;
   // What each node stands for: a forward input, a module's output or an
   // element of it (unset for the output node).
   std::vector<Source> source_of_;
   std::vector<OutputReads> reads_;  // per module
   // Per module (call_module node, in graph order), its entry in
-  // request_.workers, or -1 for none; per worker, whether a module has it.
+  // workers_, or -1 for none; per worker, whether a module has it.
   std::vector<int32_t> worker_of_module_;
   std::vector<bool> worker_used_;
 };
 
 }  // namespace
 
-absl::Status BuildPipelineGraphPlan(const CompactGraph& graph,
-                                    const v1::BuildPipelineGraphRequest& request,
-                                    const CancellationToken& token,
-                                    v1::BuildPipelineGraphResponse* response) {
-  response->Clear();
-  return PipelineGraphBuilder(graph, request, token, response).Build();
+absl::StatusOr<std::vector<PipelineWorker>> PipelineWorkersFromRequest(
+    const v1::BuildPipelineGraphRequest& request, const CancellationToken& token) {
+  std::vector<PipelineWorker> workers;
+  workers.reserve(request.workers_size());
+  for (const v1::ModuleWorker& worker : request.workers()) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(static_cast<int64_t>(workers.size())));
+    workers.push_back({worker.target(), worker.worker()});
+  }
+  return workers;
 }
 
-absl::StatusOr<v1::BuildPipelineGraphResponse> BuildPipelineGraphPlan(
-    const CompactGraph& graph, const v1::BuildPipelineGraphRequest& request,
-    const CancellationToken& token) {
-  v1::BuildPipelineGraphResponse response;
-  PARTPLAN_RETURN_IF_ERROR(BuildPipelineGraphPlan(graph, request, token, &response));
-  return response;
+absl::StatusOr<PipelineGraph> BuildPipelineGraphPlan(const CompactGraph& graph,
+                                                     absl::Span<const PipelineWorker> workers,
+                                                     const CancellationToken& token) {
+  PipelineGraph result;
+  PARTPLAN_RETURN_IF_ERROR(PipelineGraphBuilder(graph, workers, token, &result).Build());
+  return result;
 }
 
 }  // namespace partplan

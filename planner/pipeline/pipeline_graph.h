@@ -1,11 +1,16 @@
-// BuildPipelineGraphPlan: the BuildPipelineGraph RPC -- fairscale's
-// distributed pipeline graph (`GraphCreator.create_graph` in
+// BuildPipelineGraphPlan: the BuildPipelineGraph RPC's planner --
+// fairscale's distributed pipeline graph (`GraphCreator.create_graph` in
 // fairscale/experimental/nn/distributed_pipeline/trace.py) from a traced
 // graph of pipeline modules, in O(nodes + argument values + workers).
 //
-//   PARTPLAN_ASSIGN_OR_RETURN(const CompactGraph graph,
-//                             ImportGraph(request.graph(), limits, token));
-//   PARTPLAN_RETURN_IF_ERROR(BuildPipelineGraphPlan(graph, request, token, &response));
+//   PARTPLAN_ASSIGN_OR_RETURN(const std::vector<PipelineWorker> workers,
+//                             PipelineWorkersFromRequest(request, token));
+//   PARTPLAN_ASSIGN_OR_RETURN(const PipelineGraph pipeline,
+//                             BuildPipelineGraphPlan(graph, workers, token));
+//   for (const PipelineModuleCall& module : pipeline.modules) module.node;
+//
+// wire/pipeline_graph_response.h writes the response message from a
+// PipelineGraph.
 //
 // The graph may hold only
 //   - placeholders: the i-th placeholder is forward() argument i;
@@ -18,9 +23,10 @@
 // Any other node is INVALID_ARGUMENT naming it (`graph.nodes[i].op` or
 // `.target`), as is any other argument (`graph.nodes[i].args[k]`,
 // `.kwargs[k]`). Every module target needs exactly one entry in `workers`,
-// and every entry a module: otherwise INVALID_ARGUMENT on `workers`.
+// and every entry a module: otherwise INVALID_ARGUMENT on `workers` (worker
+// i is the request's `workers[i]`).
 //
-// The response lists the modules in graph order: node, target, worker, the
+// The result lists the modules in graph order: node, target, worker, the
 // source of each argument (forward input i, a module's output, or element
 // i of it) and the output cardinality, as fairscale computes it from the
 // modules' arguments: 0 (fairscale's None) for a single tensor, or one
@@ -43,25 +49,67 @@
 #ifndef PARTPLAN_PLANNER_PIPELINE_PIPELINE_GRAPH_H_
 #define PARTPLAN_PLANNER_PIPELINE_PIPELINE_GRAPH_H_
 
-#include "absl/status/status.h"
+#include <cstdint>
+#include <vector>
+
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "planner/base/cancellation.h"
 #include "planner/graph/graph.h"
+#include "planner/graph/name_index.h"
 
 namespace partplan {
 
-// Fills `*response` (which may live on an arena); on error `*response` is
-// unspecified.
-absl::Status BuildPipelineGraphPlan(const CompactGraph& graph,
-                                    const v1::BuildPipelineGraphRequest& request,
-                                    const CancellationToken& token,
-                                    v1::BuildPipelineGraphResponse* response);
+// A request's ModuleWorker: the module `target` runs on `worker`. Views, into
+// the request, that must outlive the call.
+struct PipelineWorker {
+  absl::string_view target;
+  absl::string_view worker;
+};
 
-// The same, returning the response.
-absl::StatusOr<v1::BuildPipelineGraphResponse> BuildPipelineGraphPlan(
-    const CompactGraph& graph, const v1::BuildPipelineGraphRequest& request,
-    const CancellationToken& token);
+// The request's workers, as views into it; the token's status when it
+// fires. BuildPipelineGraphPlan checks them.
+absl::StatusOr<std::vector<PipelineWorker>> PipelineWorkersFromRequest(
+    const v1::BuildPipelineGraphRequest& request, const CancellationToken& token);
+
+// What a value a module reads, or the graph returns, is: forward() input
+// `index`, or module `index`'s output, or its element `output_index`.
+struct PipelineValue {
+  enum class Kind : int8_t { kNone, kForwardInput, kModuleOutput };
+  Kind kind = Kind::kNone;
+  int32_t index = 0;
+  int32_t output_index = -1;  // -1 for the whole output
+
+  bool is_module_output() const { return kind == Kind::kModuleOutput; }
+  bool is_element() const { return output_index >= 0; }
+};
+
+// One pipeline module: a call_module node.
+struct PipelineModuleCall {
+  NodeId node = -1;
+  int32_t worker = -1;  // index into the workers given
+  // Its arguments: PipelineGraph::module_inputs[inputs_begin, inputs_end).
+  int32_t inputs_begin = 0;
+  int32_t inputs_end = 0;
+  // 0 for a single tensor, else one more than the largest element read.
+  int32_t output_count = 0;
+};
+
+struct PipelineGraph {
+  std::vector<PipelineModuleCall> modules;  // in graph order
+  // Module m's target is targets[m].
+  StringPool targets;
+  // Every module's arguments, one module after another.
+  std::vector<PipelineValue> module_inputs;
+  // The graph output's node arguments, in order.
+  std::vector<PipelineValue> outputs;
+};
+
+absl::StatusOr<PipelineGraph> BuildPipelineGraphPlan(const CompactGraph& graph,
+                                                     absl::Span<const PipelineWorker> workers,
+                                                     const CancellationToken& token);
 
 }  // namespace partplan
 

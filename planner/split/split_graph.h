@@ -1,43 +1,67 @@
-// SplitGraphPlan: the SplitGraph RPC, torch.fx's split_module from a
-// caller's node -> partition assignment.
+// SplitGraphPlan: the SplitGraph RPC's planner, torch.fx's split_module from
+// a node -> partition assignment, with the qualname_map split_module builds.
 //
-// Validates the assignment (every call_* node exactly once; no other node;
-// known names), then returns the submodules with their nodes, ordered inputs
-// and outputs, the submodules each depends on and its dependents, the
-// split module's top-level calls with split_module's own node names, its
-// qualname_map and the values its output returns. A cycle between
-// partitions is INVALID_ARGUMENT on `assignments`, naming the partitions.
+//   PARTPLAN_ASSIGN_OR_RETURN(const std::vector<int32_t> partition_of,
+//                             PartitionOfNodes(graph, request.assignments(), token));
+//   PARTPLAN_ASSIGN_OR_RETURN(
+//       const GraphSplit split,
+//       SplitGraphPlan(graph, partition_of, request.keep_original_order(), token));
 //
-//   PARTPLAN_RETURN_IF_ERROR(SplitGraphPlan(graph, request, token, &response));
+// PartitionOfNodes checks the request's assignment at the edge (every
+// call_* node exactly once; no other node; known names). SplitGraphPlan
+// returns the submodules with their nodes, ordered inputs and outputs, the
+// submodules each depends on and its dependents, the split module's
+// top-level calls with split_module's own node names and the values its
+// output returns (ModuleSplit, module_split.h), and the qualname_map. A
+// cycle between partitions is INVALID_ARGUMENT on `assignments`, naming the
+// partitions. The response is written from a GraphSplit in
+// wire/split_graph_response.h.
 //
 // O(nodes + edges).
 #ifndef PARTPLAN_PLANNER_SPLIT_SPLIT_GRAPH_H_
 #define PARTPLAN_PLANNER_SPLIT_SPLIT_GRAPH_H_
 
-#include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/cord.h"
-#include "partplan/v1/planner_service.pb.h"
+#include "absl/types/span.h"
+#include "partplan/v1/plan.pb.h"
 #include "planner/base/cancellation.h"
 #include "planner/graph/graph.h"
-#include "planner/wire/wire_writer.h"
+#include "planner/graph/name_index.h"
+#include "planner/split/module_split.h"
 
 namespace partplan {
 
-// Writes the serialised response into `*response_bytes` (replacing what it
-// held), in pieces of about `piece_bytes` that gRPC sends as slices: the
-// bytes protobuf would make of the response, written without building it
-// as messages (a string per node, at 10^6 nodes most of the time and heap).
-absl::Status SplitGraphSerializedPlan(const CompactGraph& graph,
-                                      const v1::SplitGraphRequest& request,
-                                      const CancellationToken& token, absl::Cord* response_bytes,
-                                      size_t piece_bytes = kResponsePieceBytes);
+// split_module's qualname_map: per call_module node, in graph order, the
+// split name `submod_X.<target with . as _>` and the target (the original
+// name); an entry for the first use of each split name only.
+struct QualifiedNames {
+  StringPool split_names;     // per call_module node
+  StringPool original_names;  // per call_module node
+  // The map's entries: indices into the two pools, in graph order.
+  std::vector<int32_t> entries;
+};
 
-// Fills `*response` (which may live on an arena): SplitGraphSerializedPlan's
-// bytes, parsed.
-absl::Status SplitGraphPlan(const CompactGraph& graph, const v1::SplitGraphRequest& request,
-                            const CancellationToken& token, v1::SplitGraphResponse* response);
+struct GraphSplit {
+  ModuleSplit split;
+  QualifiedNames qualified_names;
+};
+
+// The partition of every call_* node (-1 for the others) from a request's
+// assignments: INVALID_ARGUMENT on `assignments[i].node` for an unknown
+// node, a node that is not call_*, or one assigned twice, and on
+// `assignments` for a call_* node with no partition.
+absl::StatusOr<std::vector<int32_t>> PartitionOfNodes(
+    const CompactGraph& graph,
+    const google::protobuf::RepeatedPtrField<v1::NodePartition>& assignments,
+    const CancellationToken& token);
+
+absl::StatusOr<GraphSplit> SplitGraphPlan(const CompactGraph& graph,
+                                          absl::Span<const int32_t> partition_of,
+                                          bool keep_original_order,
+                                          const CancellationToken& token);
 
 }  // namespace partplan
 

@@ -38,7 +38,6 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "planner/base/cancellation.h"
-#include "planner/data_parallel/data_parallel_options.h"
 #include "planner/data_parallel/data_parallel_plan.h"
 #include "planner/fx/partitioner.h"
 #include "planner/fx/saturate_host.h"
@@ -48,7 +47,9 @@
 #include "planner/pipeline/pipeline_graph.h"
 #include "planner/pipeline/shard_graph.h"
 #include "planner/split/split_graph.h"
-#include "planner/wire/data_parallel_response.h"
+#include "planner/wire/pipeline_graph_response.h"
+#include "planner/wire/shard_graph_response.h"
+#include "planner/wire/split_graph_response.h"
 #include "tests/bench/synthetic_graphs.h"
 
 namespace partplan {
@@ -181,8 +182,14 @@ std::unique_ptr<Prepared> Split(int64_t nodes) {
   auto prepared = std::make_unique<PreparedRequest<v1::SplitGraphRequest>>(std::move(request));
   PreparedRequest<v1::SplitGraphRequest>* p = prepared.get();
   prepared->call = [p](const CancellationToken& token) {
-    return SplitGraphPlan(*p->graph, p->request, token,
-                          Keep(p, std::make_shared<v1::SplitGraphResponse>()));
+    absl::StatusOr<std::vector<int32_t>> partition_of =
+        PartitionOfNodes(*p->graph, p->request.assignments(), token);
+    if (!partition_of.ok()) return partition_of.status();
+    absl::StatusOr<GraphSplit> split =
+        SplitGraphPlan(*p->graph, *partition_of, p->request.keep_original_order(), token);
+    if (!split.ok()) return split.status();
+    return SplitGraphResponseFromPlan(*p->graph, *split, token,
+                                      Keep(p, std::make_shared<v1::SplitGraphResponse>()));
   };
   return prepared;
 }
@@ -219,10 +226,15 @@ std::unique_ptr<Prepared> Shard(int64_t nodes, v1::ShardConfig::Mode mode, int s
     request.mutable_devices()->set_transfer_rate_bytes_per_second(1e10);
   }
   auto prepared = std::make_unique<PreparedRequest<v1::ShardGraphRequest>>(std::move(request));
+  const ShardOptions options = ShardOptions::FromConfig(prepared->request.config()).value();
+  auto devices = std::make_shared<DeviceList>(
+      ImportDevices(prepared->request.devices(), InputLimits()).value());
   PreparedRequest<v1::ShardGraphRequest>* p = prepared.get();
-  prepared->call = [p](const CancellationToken& token) {
-    return ShardGraphPlan(*p->graph, p->request, token,
-                          Keep(p, std::make_shared<v1::ShardGraphResponse>()));
+  prepared->call = [p, options, devices](const CancellationToken& token) {
+    absl::StatusOr<ShardPlan> plan = ShardGraphPlan(*p->graph, options, *devices, token);
+    if (!plan.ok()) return plan.status();
+    return ShardGraphResponseFromPlan(*p->graph, *plan, p->request.node_references(), token,
+                                      Keep(p, std::make_shared<v1::ShardGraphResponse>()));
   };
   return prepared;
 }
@@ -233,10 +245,15 @@ std::unique_ptr<Prepared> Pipeline(int64_t nodes) {
   v1::BuildPipelineGraphRequest request = PipelineRequest(nodes);
   auto prepared =
       std::make_unique<PreparedRequest<v1::BuildPipelineGraphRequest>>(std::move(request));
+  auto workers = std::make_shared<std::vector<PipelineWorker>>(
+      PipelineWorkersFromRequest(prepared->request, CancellationToken()).value());
   PreparedRequest<v1::BuildPipelineGraphRequest>* p = prepared.get();
-  prepared->call = [p](const CancellationToken& token) {
-    return BuildPipelineGraphPlan(*p->graph, p->request, token,
-                                  Keep(p, std::make_shared<v1::BuildPipelineGraphResponse>()));
+  prepared->call = [p, workers](const CancellationToken& token) {
+    absl::StatusOr<PipelineGraph> pipeline = BuildPipelineGraphPlan(*p->graph, *workers, token);
+    if (!pipeline.ok()) return pipeline.status();
+    return PipelineGraphResponseFromPlan(
+        *p->graph, *pipeline, *workers, token,
+        Keep(p, std::make_shared<v1::BuildPipelineGraphResponse>()));
   };
   return prepared;
 }
@@ -244,17 +261,11 @@ std::unique_ptr<Prepared> Pipeline(int64_t nodes) {
 std::unique_ptr<Prepared> DataParallel(int64_t nodes) {
   auto prepared = std::make_unique<PreparedRequest<v1::PlanDataParallelRequest>>(
       DataParallelMlpRequest(nodes));
-  auto devices = std::make_shared<DeviceList>(
-      ImportDevices(prepared->request.devices(), InputLimits()).value());
-  auto options = std::make_shared<DataParallelOptions>(
-      DataParallelOptions::FromRequest(prepared->request, *prepared->graph, *devices).value());
   PreparedRequest<v1::PlanDataParallelRequest>* p = prepared.get();
-  prepared->call = [p, options, devices](const CancellationToken& token) {
-    absl::StatusOr<DataParallelPlan> plan =
-        PlanDataParallelPlan(*p->graph, *options, *devices, token);
-    if (!plan.ok()) return plan.status();
-    return DataParallelResponseFromPlan(
-        *p->graph, *plan, token, Keep(p, std::make_shared<v1::PlanDataParallelResponse>()));
+  prepared->call = [p](const CancellationToken& token) {
+    return Keep(p, std::make_shared<absl::StatusOr<v1::PlanDataParallelResponse>>(
+                       PlanDataParallelPlan(*p->graph, p->request, token)))
+        ->status();
   };
   return prepared;
 }
@@ -311,7 +322,7 @@ std::vector<Case> Cases() {
       {"BuildPipelineGraph", [] { return Pipeline(kLargeGraph); }},
       {"PlanDataParallel", [] { return DataParallel(75'000); }},
       // split_graph.cc: PartitionOfNodes (a name lookup per assignment),
-      // SplitResponseWriter, and SplitGraphPlan's parse of the bytes.
+      // SplitGraphPlan's qualname_map, and the response built from it.
       {"SplitGraph", [] { return Split(kLargeGraph); }},
       // pipeline/auto_shard.cc: ModuleParameterCharges (the module
       // hierarchy, and every call_module's target read and looked up).

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "planner/api/entry_points.h"
 #include "planner/base/status_util.h"
+#include "planner/wire/split_graph_response.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {
@@ -188,11 +189,17 @@ TEST(SplitGraphTest, SerializedIsProtobufsSerialization) {
   const absl::StatusOr<CompactGraph> imported =
       ImportGraph(request.graph(), InputLimits(), CancellationToken());
   ASSERT_TRUE(imported.ok()) << imported.status();
+  const absl::StatusOr<std::vector<int32_t>> partition_of =
+      PartitionOfNodes(*imported, request.assignments(), CancellationToken());
+  ASSERT_TRUE(partition_of.ok()) << partition_of.status();
+  const absl::StatusOr<GraphSplit> split = SplitGraphPlan(
+      *imported, *partition_of, request.keep_original_order(), CancellationToken());
+  ASSERT_TRUE(split.ok()) << split.status();
   for (const size_t piece_bytes : {0, 1, 2, 7, 64, 100000}) {
     SCOPED_TRACE(piece_bytes);
     absl::Cord pieces("left from before");
     ASSERT_TRUE(
-        SplitGraphSerializedPlan(*imported, request, CancellationToken(), &pieces, piece_bytes)
+        SerializeSplitGraphResponse(*imported, *split, CancellationToken(), &pieces, piece_bytes)
             .ok());
     EXPECT_EQ(std::string(pieces), std::string(bytes));
   }

@@ -12,12 +12,13 @@
 // on a protobuf arena with the server's block sizes (CallArenaOptions), or,
 // for the RPCs the server answers with bytes written without a message
 // (`BM_Request`: ShardGraph, `BM_PlanShards`: Plan), those bytes.
-// `BM_Plan` times ShardGraphPlan on the imported graph; `BM_Request` adds the
+// `BM_Plan` times ShardGraphPlan on the imported graph and inventory, and
+// its response as a message (by name); `BM_Request` adds the
 // import and validation and writes the response, as the server does
 // (ShardGraphSerialized);
 // `BM_BalancedStagesAlone` is the balanced-stage algorithm without building a
-// response. fairscale's `_split_nodes` takes 9.6 s
-// at 1,002 nodes and is cubic (shared/design/reference-planners.md).
+// response. fairscale's `_split_nodes` is cubic in the nodes
+// (shared/design/reference-planners.md).
 //
 // On a residual stack every `add` reads the previous layer's `add`, which
 // is never the node right before it, so auto_shard merges everything into
@@ -39,6 +40,7 @@
 #include "planner/pipeline/shard_graph.h"
 #include "planner/pipeline/stage_model.h"
 #include "planner/pipeline/stage_work.h"
+#include "planner/wire/shard_graph_response.h"
 #include "server/call_arena.h"
 #include "tests/bench/synthetic_graphs.h"
 
@@ -126,17 +128,24 @@ struct Outcome {
   }
 };
 
-// ShardGraphPlan alone.
+// ShardGraphPlan and its response message, on the imported graph and
+// inventory.
 void BM_Plan(benchmark::State& state, Shape shape, v1::ShardConfig::Mode mode, int stages) {
   const v1::ShardGraphRequest request = ShardRequest(state.range(0), shape, mode, stages);
   const ReceivedRequest<v1::ShardGraphRequest> received(request);
   CancellationToken token;
   const CompactGraph graph = *ImportGraph(received.graph(), InputLimits(), token);
+  const ShardOptions options = *ShardOptions::FromConfig(received.fields().config());
+  const DeviceList devices = *ImportDevices(received.fields().devices(), InputLimits());
   Outcome outcome;
   for (auto _ : state) {
     google::protobuf::Arena arena(CallArenaOptions());
     auto* response = google::protobuf::Arena::CreateMessage<v1::ShardGraphResponse>(&arena);
-    const absl::Status status = ShardGraphPlan(graph, received.fields(), token, response);
+    absl::StatusOr<ShardPlan> plan = ShardGraphPlan(graph, options, devices, token);
+    const absl::Status status =
+        plan.ok() ? ShardGraphResponseFromPlan(graph, *plan, received.fields().node_references(),
+                                               token, response)
+                  : plan.status();
     if (!status.ok()) {
       state.SkipWithError(std::string(status.message()).c_str());
       return;

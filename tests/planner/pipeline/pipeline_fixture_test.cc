@@ -22,6 +22,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "pipeline_fixtures.pb.h"
+#include "planner/api/entry_points.h"
 #include "planner/base/status_util.h"
 #include "planner/graph/graph_import.h"
 #include "planner/pipeline/pipeline_graph.h"
@@ -80,7 +81,7 @@ TEST_P(AutoShardFixtureTest, MatchesFairscaleWithTheFixes) {
       ImportGraph(fixture.request().graph(), InputLimits(), token);
   ASSERT_TRUE(graph.ok()) << graph.status();
   const absl::StatusOr<v1::ShardGraphResponse> response =
-      ShardGraphPlan(*graph, fixture.request(), token);
+      ShardGraph(fixture.request(), InputLimits(), token);
   ASSERT_TRUE(response.ok()) << response.status();
 
   const AutoShardRun& expected = fixture.expected();
@@ -120,7 +121,7 @@ TEST_P(AutoShardFixtureTest, MatchesFairscaleWithTheFixes) {
   v1::ShardGraphRequest exact = fixture.request();
   exact.mutable_config()->set_exact(true);
   const absl::StatusOr<v1::ShardGraphResponse> exact_response =
-      ShardGraphPlan(*graph, exact, token);
+      ShardGraph(exact, InputLimits(), token);
   if (expected.shard_parameters_size() == exact.config().shard_count()) {
     EXPECT_TRUE(exact_response.ok()) << exact_response.status();
   } else {
@@ -151,7 +152,7 @@ TEST_P(PipelineGraphFixtureTest, MatchesCreateGraph) {
       ImportGraph(fixture.request().graph(), InputLimits(), token);
   ASSERT_TRUE(graph.ok()) << graph.status();
   const absl::StatusOr<v1::BuildPipelineGraphResponse> response =
-      BuildPipelineGraphPlan(*graph, fixture.request(), token);
+      BuildPipelineGraph(fixture.request(), InputLimits(), token);
   if (!fixture.expected_invalid_field().empty()) {
     EXPECT_TRUE(!fixture.fairscale_error().empty() || !fixture.defects().empty());
     ASSERT_FALSE(response.ok());

@@ -11,6 +11,7 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "planner/api/entry_points.h"
 #include "planner/base/status_util.h"
 #include "planner/graph/graph_import.h"
 #include "tests/planner/pipeline/pipeline_test_graphs.h"
@@ -20,11 +21,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The BuildPipelineGraph entry point: BuildPipelineGraphPlan on the
+// request's workers, and the response written from its PipelineGraph.
 absl::StatusOr<v1::BuildPipelineGraphResponse> Build(const v1::BuildPipelineGraphRequest& request) {
-  CancellationToken token;
-  absl::StatusOr<CompactGraph> graph = ImportGraph(request.graph(), InputLimits(), token);
-  if (!graph.ok()) return graph.status();
-  return BuildPipelineGraphPlan(*graph, request, token);
+  return BuildPipelineGraph(request, InputLimits(), CancellationToken());
 }
 
 void AddWorker(v1::BuildPipelineGraphRequest* request, const std::string& target,
@@ -326,9 +326,11 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(PipelineGraphTest, StopsWhenCancelled) {
   const v1::BuildPipelineGraphRequest request = ShardedLinearRequest();
   const CompactGraph graph = *ImportGraph(request.graph(), InputLimits(), CancellationToken());
+  const std::vector<PipelineWorker> workers =
+      *PipelineWorkersFromRequest(request, CancellationToken());
   CancellationToken token;
   token.Cancel();
-  EXPECT_EQ(BuildPipelineGraphPlan(graph, request, token).status().code(),
+  EXPECT_EQ(BuildPipelineGraphPlan(graph, workers, token).status().code(),
             absl::StatusCode::kCancelled);
 }
 

@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/api/entry_points.h"
 #include "planner/base/status_util.h"
 #include "planner/graph/graph_import.h"
 #include "tests/planner/pipeline/pipeline_test_graphs.h"
@@ -30,11 +31,10 @@ std::vector<std::pair<std::string, int>> Assignments(const v1::ShardGraphRespons
   return out;
 }
 
+// The ShardGraph entry point: the request checked into ShardOptions and a
+// DeviceList, ShardGraphPlan, and the response written from its ShardPlan.
 absl::StatusOr<v1::ShardGraphResponse> Shard(const v1::ShardGraphRequest& request) {
-  CancellationToken token;
-  absl::StatusOr<CompactGraph> graph = ImportGraph(request.graph(), InputLimits(), token);
-  if (!graph.ok()) return graph.status();
-  return ShardGraphPlan(*graph, request, token);
+  return ShardGraph(request, InputLimits(), CancellationToken());
 }
 
 // x -> l0 -> l1 -> l2, then mul(l2, w) with get_attr w; returns (mul, l1).
