@@ -31,8 +31,8 @@ absl::Status RetainFreedHeap(int64_t bytes) {
   // The trim threshold keeps the main arena's free top; a thread's arena
   // also unmaps each of its heaps (64 MiB) that becomes wholly free unless
   // the top pad is larger than what that would give back, so the pad is set
-  // too (measured: a worker thread that freed 100 MiB kept 62 MiB without
-  // it, all of it with it).
+  // too (tests/server/heap_policy_test frees memory on a worker thread and
+  // checks that the thread's arena keeps it).
   if (mallopt(M_MMAP_THRESHOLD, kMmapThreshold) != 1 ||
       mallopt(M_TRIM_THRESHOLD, static_cast<int>(bytes)) != 1 ||
       mallopt(M_TOP_PAD, static_cast<int>(bytes)) != 1) {

@@ -5,11 +5,10 @@
 // first, rising to at most 32 MiB as such blocks are freed) with a mapping
 // of its own, unmapped when freed, and gives the free top of a heap back to
 // the kernel once it exceeds the trim threshold (twice the mmap threshold).
-// A 10^6-node call allocates about 130 MB of arrays and frees them at its
-// end, so every such call had the kernel map, zero and fault in its memory
-// again: 4 to 7% of the call's time, and almost none of a 10^5-node call's,
-// which made large graphs cost more per node than small ones
-// (docs/performance.md). RetainFreedHeap fixes the mmap threshold at 32 MiB,
+// A large call allocates large arrays and frees them at its end, so by
+// default every such call has the kernel map, zero and fault in that memory
+// again, where a small call's arrays come from the heaps: large graphs then
+// cost more per node than small ones (docs/performance.md, "Memory"). RetainFreedHeap fixes the mmap threshold at 32 MiB,
 // where glibc's own adaptive threshold stops rising, so that blocks up to
 // that size come from the heaps; raises the trim threshold to `bytes`, so
 // that the main arena keeps up to that much free memory at its top; and

@@ -88,8 +88,8 @@ void SetUpCallContext(const ConnectionOptions& options, grpc::ClientContext* con
 // gRPC's own protobuf serialisation (what generated stubs and a generic stub
 // of messages use) asks the message for its size to choose a buffer, then
 // protobuf asks again before writing: two walks of every field before the
-// one that writes. For a 10^6-node graph that extra walk is about 80 ms, a
-// tenth of a call (docs/performance.md). INTERNAL when the message is 2 GiB
+// one that writes. On a large graph that extra walk is a noticeable part
+// of the call (docs/performance.md). INTERNAL when the message is 2 GiB
 // or more, which protobuf cannot write.
 grpc::Status SerializeToByteBuffer(const google::protobuf::MessageLite& message,
                                    grpc::ByteBuffer* buffer);

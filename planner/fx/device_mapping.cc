@@ -17,9 +17,8 @@ namespace {
 // placeholders and get_attrs read by partitions on several devices, by
 // those too: the first holder of each node is an array entry, the others a
 // hash set. Placing a partition then writes its nodes in order, where a hash
-// set per device missed the cache on every insert of a large graph (a sixth
-// of KL_BASED's time at 10^6 nodes, which places the partitions anew for
-// every swap it tries).
+// set per device missed the cache on every insert of a large graph, and
+// KL_BASED places the partitions anew for every swap it tries.
 class HeldNodes {
  public:
   HeldNodes(int32_t num_nodes, int num_devices)

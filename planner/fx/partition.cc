@@ -50,9 +50,9 @@ namespace {
 
 // Sorts the node lists of `partitions` into graph order, all at once: a
 // counting sort by node id, O(N + entries), where sorting each list would
-// be O(entries log entries) (on a 10^6-node graph, the part of size_based's
-// own work that grew faster than the graph). Lists already in order, as
-// most are, are left as they are.
+// be O(entries log entries), the one part of size_based's own work that
+// would grow faster than the graph. Lists already in order, as most are,
+// are left as they are.
 absl::Status SortNodeLists(int32_t num_nodes, const CancellationToken& token,
                            std::vector<Partition>* partitions) {
   int64_t work = 0;

@@ -139,7 +139,7 @@ class CompactGraph {
   // it was imported from (either must outlive the graph), or, for a node
   // whose bytes straddle two of its pieces, a copy of them (in `copies_`).
   // A node's bytes are kept as where its length prefix starts (one pointer
-  // a node: 8 MB less at 10^6 nodes than a view); NodeBytes reads them.
+  // a node, half a view); NodeBytes reads them.
   const v1::Graph* parsed_ = nullptr;
   std::vector<const char*> node_starts_;
   absl::string_view NodeBytes(NodeId v) const;
@@ -155,7 +155,7 @@ class CompactGraph {
   // again long after the import; from the request's bytes that would be a
   // cache line of them per name (on a large graph, another pass over all of
   // the request), from here it is a few bytes per name, in order. And the
-  // starts take 4 bytes a node where views took 16.
+  // starts take 4 bytes a node where views would take 16.
   std::vector<char> name_chars_;
   std::vector<uint32_t> name_starts_;  // loaded nodes + 1 entries
   std::vector<v1::Op> op_;
@@ -163,8 +163,9 @@ class CompactGraph {
   std::vector<int64_t> output_bytes_;
   std::vector<double> latency_seconds_;  // empty, or one per node
   std::vector<double> flops_;            // empty, or one per node
-  // Edge offsets are 32 bits (the import refuses more edges): 8 MB less at
-  // 10^6 nodes, where the import's arrays are about a quarter of the peak.
+  // Edge offsets are 32 bits (the import refuses more edges): half the
+  // memory of 64-bit offsets, and the import's arrays are a large part of a
+  // call's peak.
   std::vector<int32_t> input_offsets_;  // num_nodes + 1 entries
   std::vector<NodeId> input_ids_;
   std::vector<int32_t> user_offsets_;  // num_nodes + 1 entries

@@ -6,11 +6,11 @@
 // many bits of the name's hash as are left above them, and a candidate's
 // name is read from the caller's `names` (any random-access container of
 // string-like values, indexed by NodeId) only when those bits match. Slots
-// are at most half full, so a 10^6-node graph takes 8 MiB, where 8-byte
-// slots took 16 MiB and absl::flat_hash_map<string_view, NodeId> 48 MiB: at
-// 10^6 nodes the index no longer stays in cache, and its size is most of
-// why import time grows by more than the node count
-// (tests/bench:name_index_bench; docs/performance.md). An id too large for
+// are at most half full, and a slot is 4 bytes where
+// absl::flat_hash_map<string_view, NodeId> takes 24: on a large graph the
+// index no longer stays in cache, and its size is most of why import time
+// grows by more than the node count (tests/bench:name_index_bench;
+// docs/performance.md). An id too large for
 // the bits the table gives ids widens them for every slot, at the cost of
 // hash bits.
 //

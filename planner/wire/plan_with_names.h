@@ -4,11 +4,11 @@
 //
 // A plan by name lists every node's name twice (the assignments and the
 // partitions' nodes). Built as protobuf messages, that is a message and a
-// std::string per node and name, on the heap, then serialised: at 10^6
-// nodes 140 ms over the plan by index, a third of the server's time. The
-// same plan by node index holds two packed integer arrays, and the names
-// are views in the graph, so the bytes of the plan by name can be written
-// directly, in 36 ms:
+// std::string per node and name, on the heap, then serialised: on a large
+// graph, a large share of the server's time and of the call's peak memory.
+// The same plan by node index holds two packed integer arrays, and the
+// names are in the graph, so the bytes of the plan by name can be written
+// directly, in a single pass over the names:
 //
 //   v1::PartitionGraphResponse by_index;  // planned with NODE_REFERENCES_INDICES
 //   ...

@@ -57,10 +57,10 @@ inline size_t FieldSize(size_t payload) { return FieldHeaderSize(payload) + payl
 // Append writes bytes of any length across pieces. Finish says whether
 // exactly `size` bytes were written.
 //
-// Why pieces: one block of the whole response (34 MB at 10^6 nodes, above
-// glibc's largest mmap threshold) is mapped and page-faulted afresh on every
-// call, where pieces of 1 MiB reuse memory the allocator holds; gRPC sends a
-// buffer of slices as it sends one.
+// Why pieces: one block of a large response (above glibc's largest mmap
+// threshold, 32 MiB) is mapped and page-faulted afresh on every call, where
+// pieces of kResponsePieceBytes reuse memory the allocator holds; gRPC sends
+// a buffer of slices as it sends one.
 class WireWriter {
   using CodedOutputStream = google::protobuf::io::CodedOutputStream;
 

@@ -94,7 +94,7 @@ class Loopback {
 // counters: for a 10^6-node case, run once, that is the process's first
 // such call). A running server has answered many calls: the
 // memory a call frees is then reused by the next instead of faulted in
-// afresh, which at 10^6 nodes takes up to twice as long, so that a single
+// afresh, which dominates a cold large call, so that a single
 // run's figure would be the first call's. Every case here is timed this way,
 // the floors as the calls, so that their ratios compare like with like.
 template <typename Call>
@@ -188,7 +188,7 @@ void BM_PlanAndSerialize(benchmark::State& state, v1::NodeReferences node_refere
 }
 
 // The plan's reply: protobuf's serialisation of the response message, which
-// the server no longer builds for PartitionGraph (for scale), and the
+// the server does not build for PartitionGraph (for scale), and the
 // client's parse of it on an arena.
 void BM_SerializeResponse(benchmark::State& state, v1::NodeReferences node_references) {
   const v1::PartitionGraphResponse response =

@@ -1,5 +1,5 @@
-// Why import grew faster than the node count, and what fixed it: a name ->
-// id index on its own, on the residual stack's node names, next to a plain
+// Why the import's name -> id index is compact: the index on its own, on
+// the residual stack's node names, next to a general hash map and a plain
 // pass over the same names.
 //
 //   bazel run -c opt //tests/bench:name_index_bench
@@ -7,10 +7,10 @@
 // Each iteration inserts every name and looks up each node's arguments (the
 // previous layer's names), as GraphBuilder::AddNode and AddValues do.
 // - BM_FlatHashMapIndex: absl::flat_hash_map<string_view, NodeId>, reserved
-//   up front, which graph_import used first. At 10^5 nodes its table (24-byte
-//   slots, 2^17 of them) nearly fits this machine's 2 MiB L2; at 10^6 (48 MiB)
-//   every insert at a random slot is a cache miss, so time per node rises
-//   although the work per node is the same.
+//   up front. At 10^5 nodes its table (24-byte slots, 2^17 of them: 3 MiB)
+//   is near the size of an L2 cache; at 10^6 (48 MiB) it is larger than most
+//   L3 caches, every insert at a random slot is a cache miss, and time per
+//   node rises although the work per node is the same.
 // - BM_NameIndex: planner/graph/name_index.h as graph_import uses it, 4-byte slots
 //   and each insert's slot prefetched NameIndex::kLookahead names ahead.
 #include <cstdint>

@@ -24,10 +24,11 @@
 // time of a call is the import (which parses each node's bytes) and the
 // planner; the bytes stay serialised, as the server receives them.
 //
-// The reference (torch.fx 1.13, size_based) takes 57 s at 16,002 nodes on
-// this kind of machine (shared/design/reference-planners.md);
-// BM_PartitionGraphSizeBased/residual/16002 is there to compare with it
-// (tools/perf_report.sh runs both).
+// The reference (torch.fx 1.13, size_based) is quadratic or worse in the
+// graph's size (shared/design/reference-planners.md);
+// BM_PartitionGraphSizeBased/residual/16002 is there to compare with it on
+// the same graph (tests/bench/fx_size_based.py; tools/perf_report.sh runs
+// both).
 #include <algorithm>
 #include <functional>
 #include <optional>
@@ -104,7 +105,7 @@ void RunAsServer(benchmark::State& state,
   };
   // A first call out of the timing, as a running server has made many: the
   // memory it frees is then reused instead of faulted in afresh (a cold
-  // 10^6-node call takes up to twice as long).
+  // large call is dominated by faulting its memory in).
   if (!call(/*first=*/true)) return;
   for (auto _ : state) {
     if (!call(/*first=*/false)) return;
@@ -283,7 +284,7 @@ void BM_PartitionGraphKlBasedManyDevices(benchmark::State& state, int64_t nodes)
 
 // saturate_host on a 1,000-node chain that fits one device, with `devices`
 // equal devices: one used device, so one replica a round and devices - 1
-// rounds, the case where rebuilding the idle devices each round was
+// rounds, the case where rebuilding the idle devices each round would be
 // quadratic.
 void BM_PartitionGraphSaturateHost(benchmark::State& state, int devices) {
   v1::PartitionGraphRequest request =
@@ -351,8 +352,8 @@ void RegisterAll() {
         absl::StrCat("BM_PartitionGraphSparseNn/recommendation/", nodes).c_str(),
         [nodes](benchmark::State& state) { BM_PartitionGraphSparseNn(state, nodes); })
         ->Unit(benchmark::kMillisecond);
-    // Quadratic in its partitions (N / 9): at 10^6 nodes it would take
-    // about two minutes a call.
+    // Quadratic in its partitions (N / 9): too slow at 10^6 nodes for a
+    // benchmark.
     if (nodes <= 100000) {
       benchmark::RegisterBenchmark(
           absl::StrCat("BM_PartitionGraphSparseNnInterleaved/interleaved/", nodes).c_str(),
