@@ -38,6 +38,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "planner/base/cancellation.h"
+#include "planner/data_parallel/data_parallel_options.h"
 #include "planner/data_parallel/data_parallel_plan.h"
 #include "planner/fx/partitioner.h"
 #include "planner/fx/saturate_host.h"
@@ -47,6 +48,7 @@
 #include "planner/pipeline/pipeline_graph.h"
 #include "planner/pipeline/shard_graph.h"
 #include "planner/split/split_graph.h"
+#include "planner/wire/data_parallel_response.h"
 #include "planner/wire/pipeline_graph_response.h"
 #include "planner/wire/shard_graph_response.h"
 #include "planner/wire/split_graph_response.h"
@@ -261,11 +263,17 @@ std::unique_ptr<Prepared> Pipeline(int64_t nodes) {
 std::unique_ptr<Prepared> DataParallel(int64_t nodes) {
   auto prepared = std::make_unique<PreparedRequest<v1::PlanDataParallelRequest>>(
       DataParallelMlpRequest(nodes));
+  auto devices = std::make_shared<DeviceList>(
+      ImportDevices(prepared->request.devices(), InputLimits()).value());
+  auto options = std::make_shared<DataParallelOptions>(
+      DataParallelOptions::FromRequest(prepared->request, *prepared->graph, *devices).value());
   PreparedRequest<v1::PlanDataParallelRequest>* p = prepared.get();
-  prepared->call = [p](const CancellationToken& token) {
-    return Keep(p, std::make_shared<absl::StatusOr<v1::PlanDataParallelResponse>>(
-                       PlanDataParallelPlan(*p->graph, p->request, token)))
-        ->status();
+  prepared->call = [p, options, devices](const CancellationToken& token) {
+    absl::StatusOr<DataParallelPlan> plan =
+        PlanDataParallelPlan(*p->graph, *options, *devices, token);
+    if (!plan.ok()) return plan.status();
+    return DataParallelResponseFromPlan(
+        *p->graph, *plan, token, Keep(p, std::make_shared<v1::PlanDataParallelResponse>()));
   };
   return prepared;
 }
