@@ -13,12 +13,15 @@
 #include "planner/fx/device_mapping.h"
 #include "planner/fx/partition.h"
 #include "planner/fx/partitioner.h"
+#include "planner/fx/partitioner_options.h"
 #include "planner/graph/devices.h"
 #include "planner/graph/graph_import.h"
+#include "planner/graph/serialized_request.h"
 #include "planner/pipeline/pipeline_graph.h"
 #include "planner/pipeline/shard_graph.h"
 #include "planner/split/split_graph.h"
 #include "planner/wire/pipeline_graph_response.h"
+#include "planner/wire/partition_plan.h"
 #include "planner/wire/plan_with_names.h"
 #include "planner/wire/shard_graph_response.h"
 #include "planner/wire/split_graph_response.h"
@@ -26,26 +29,23 @@
 namespace partplan {
 namespace {
 
-// Validates the inventory, then partitions `graph`; the plan's
-// planner_seconds count from `start`.
+// Partitions the imported graph as `config` asks: the inventory imported
+// once, the config validated into options, the plan written by node index.
 absl::Status PartitionImported(const CompactGraph& graph, const v1::DeviceInventory& inventory,
-                               const v1::PartitionerConfig& config,
-                               v1::NodeReferences node_references, const InputLimits& limits,
-                               const CancellationToken& token, absl::Time start,
-                               v1::PartitionPlan* plan) {
+                               const v1::PartitionerConfig& config, const InputLimits& limits,
+                               const CancellationToken& token, v1::PartitionPlan* plan) {
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(inventory, limits));
-  PARTPLAN_RETURN_IF_ERROR(
-      PartitionGraphPlan(graph, devices, config, node_references, token, plan));
-  plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-  return absl::OkStatus();
+  PARTPLAN_ASSIGN_OR_RETURN(const PartitionerOptions options,
+                            PartitionerOptionsFromConfig(config, graph, devices, token));
+  PARTPLAN_ASSIGN_OR_RETURN(const PartitionerPlan planned,
+                            PartitionGraphPlan(graph, devices, options, token));
+  return WritePartitionPlan(graph, devices, planned, token, plan);
 }
 
-// What PartitionGraph and Plan do once the graph is imported: fill `plan`
-// naming nodes as `node_references` says, its planner_seconds counted from
-// `start`.
+// What PartitionGraph and Plan do once the graph is imported: fill `plan`,
+// its nodes by index.
 using PlanImportedFunction =
-    absl::FunctionRef<absl::Status(const CompactGraph& graph, v1::NodeReferences node_references,
-                                   absl::Time start, v1::PartitionPlan* plan)>;
+    absl::FunctionRef<absl::Status(const CompactGraph& graph, v1::PartitionPlan* plan)>;
 
 // A graph that does not import, with the inventory's faults added to its
 // own, so that a request's independent faults come back together.
@@ -55,21 +55,11 @@ absl::Status GraphAndDeviceViolations(const absl::Status& graph_status,
   return WithMoreViolations(graph_status, ImportDevices(inventory, limits).status());
 }
 
-// Checks the node references, imports and validates the graph, then plans.
-absl::Status ImportAndPlan(const GraphSource& graph_source, const v1::DeviceInventory& inventory,
-                           v1::NodeReferences node_references, const InputLimits& limits,
-                           const CancellationToken& token, PlanImportedFunction plan_imported,
-                           v1::PartitionPlan* plan) {
-  const absl::Time start = absl::Now();
-  PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(node_references));
-  absl::StatusOr<CompactGraph> graph = ImportGraph(graph_source, limits, token);
-  if (!graph.ok()) return GraphAndDeviceViolations(graph.status(), inventory, limits);
-  return plan_imported(*graph, node_references, start, plan);
-}
-
-// ImportAndPlan with the response (PartitionGraphResponse or PlanResponse)
-// serialised as the server sends it: a plan by name is planned by node index
-// and its names written straight from the graph.
+// PartitionGraph's and Plan's response (`Response`), serialised: the node
+// references checked, the graph imported and validated, the plan made by
+// node index, then written as bytes, a plan by name with its names taken
+// straight from the graph (plan_with_names.h). planner_seconds counts from
+// the start.
 template <typename Response>
 absl::Status ImportPlanAndSerialize(const GraphSource& graph_source,
                                     const v1::DeviceInventory& inventory,
@@ -77,18 +67,37 @@ absl::Status ImportPlanAndSerialize(const GraphSource& graph_source,
                                     const CancellationToken& token,
                                     PlanImportedFunction plan_imported,
                                     absl::Cord* response_bytes) {
-  const bool by_name = node_references == v1::NODE_REFERENCES_NAMES;
+  const absl::Time start = absl::Now();
+  PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(node_references));
+  absl::StatusOr<CompactGraph> graph = ImportGraph(graph_source, limits, token);
+  if (!graph.ok()) return GraphAndDeviceViolations(graph.status(), inventory, limits);
   Response response;
-  return ImportAndPlan(
-      graph_source, inventory, node_references, limits, token,
-      [&](const CompactGraph& graph, v1::NodeReferences checked, absl::Time start,
-          v1::PartitionPlan* plan) {
-        PARTPLAN_RETURN_IF_ERROR(
-            plan_imported(graph, by_name ? v1::NODE_REFERENCES_INDICES : checked, start, plan));
-        return by_name ? SerializeResponseWithNames(graph, &response, response_bytes)
-                       : SerializeWithinLimit(response, response_bytes);
-      },
-      response.mutable_plan());
+  v1::PartitionPlan* plan = response.mutable_plan();
+  PARTPLAN_RETURN_IF_ERROR(plan_imported(*graph, plan));
+  plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  return node_references == v1::NODE_REFERENCES_NAMES
+             ? SerializeResponseWithNames(*graph, &response, response_bytes)
+             : SerializeWithinLimit(response, response_bytes);
+}
+
+// A typed entry point's response: the bytes its *Serialized twin writes,
+// parsed, so that a plan has one writer whichever way it is asked for.
+template <typename Request, typename Response>
+absl::Status ParseSerialized(absl::Status (*serialized)(const Request&, const GraphSource&,
+                                                        const InputLimits&,
+                                                        const CancellationToken&, absl::Cord*),
+                             const Request& request, const GraphSource& graph,
+                             const InputLimits& limits, const CancellationToken& token,
+                             Response* response) {
+  absl::Cord bytes;
+  PARTPLAN_RETURN_IF_ERROR(serialized(request, graph, limits, token, &bytes));
+  const std::vector<absl::string_view> pieces(bytes.Chunks().begin(), bytes.Chunks().end());
+  const ChunkedBytes chunked(pieces);
+  ChunkedInputStream stream(chunked);
+  if (!response->ParseFromZeroCopyStream(&stream)) {
+    return absl::InternalError("the response written does not parse");
+  }
+  return absl::OkStatus();
 }
 
 // SplitGraph once the graph is imported: the request's assignments checked
@@ -165,8 +174,7 @@ absl::StatusOr<PartitionSet> ShardsToPartitions(const CompactGraph& graph, const
 // imported once, against the server's limits. The shard planner's options
 // are `config` in a ShardGraphRequest; here they are `shard`.
 absl::Status ShardImported(const CompactGraph& graph, const v1::PlanRequest& request,
-                           v1::NodeReferences node_references, const InputLimits& limits,
-                           const CancellationToken& token, absl::Time start,
+                           const InputLimits& limits, const CancellationToken& token,
                            v1::PartitionPlan* plan) {
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(request.devices(), limits));
   const absl::StatusOr<ShardOptions> options = ShardOptions::FromConfig(request.shard());
@@ -178,44 +186,24 @@ absl::Status ShardImported(const CompactGraph& graph, const v1::PlanRequest& req
   if (!devices.empty()) {
     PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));
   }
-  PARTPLAN_RETURN_IF_ERROR(DescribePlan(graph, devices, set, shards->planner, "shard",
-                                        node_references, token, plan));
-  plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-  return absl::OkStatus();
+  PARTPLAN_ASSIGN_OR_RETURN(
+      const PartitionerPlan described,
+      DescribePartitions(graph, devices, std::move(set), shards->planner, "shard", token));
+  return WritePartitionPlan(graph, devices, described, token, plan);
 }
 
 // Plan once the graph is imported, with the planner the request names.
 absl::Status PlanImported(const CompactGraph& graph, const v1::PlanRequest& request,
-                          v1::NodeReferences node_references, const InputLimits& limits,
-                          const CancellationToken& token, absl::Time start,
+                          const InputLimits& limits, const CancellationToken& token,
                           v1::PartitionPlan* plan) {
   if (request.planner_case() == v1::PlanRequest::kShard) {
-    return ShardImported(graph, request, node_references, limits, token, start, plan);
+    return ShardImported(graph, request, limits, token, plan);
   }
   // The partitioner names its options `config` (PartitionGraphRequest's
   // field); here they are `partitioner`.
-  return WithFieldPrefix(PartitionImported(graph, request.devices(), request.partitioner(),
-                                           node_references, limits, token, start, plan),
-                         "config", "partitioner");
-}
-
-// The planning steps of PartitionGraph and Plan, for ImportAndPlan and
-// ImportPlanAndSerialize; each refers to its arguments, which must outlive
-// it.
-auto PartitionerFor(const v1::PartitionGraphRequest& request, const InputLimits& limits,
-                    const CancellationToken& token) {
-  return [&request, &limits, &token](const CompactGraph& graph, v1::NodeReferences node_references,
-                                     absl::Time start, v1::PartitionPlan* plan) {
-    return PartitionImported(graph, request.devices(), request.config(), node_references, limits,
-                             token, start, plan);
-  };
-}
-auto PlannerFor(const v1::PlanRequest& request, const InputLimits& limits,
-                const CancellationToken& token) {
-  return [&request, &limits, &token](const CompactGraph& graph, v1::NodeReferences node_references,
-                                     absl::Time start, v1::PartitionPlan* plan) {
-    return PlanImported(graph, request, node_references, limits, token, start, plan);
-  };
+  return WithFieldPrefix(
+      PartitionImported(graph, request.devices(), request.partitioner(), limits, token, plan),
+      "config", "partitioner");
 }
 
 }  // namespace
@@ -223,15 +211,18 @@ auto PlannerFor(const v1::PlanRequest& request, const InputLimits& limits,
 absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const GraphSource& graph,
                             const InputLimits& limits, const CancellationToken& token,
                             v1::PartitionGraphResponse* response) {
-  return ImportAndPlan(graph, request.devices(), request.node_references(), limits, token,
-                       PartitionerFor(request, limits, token), response->mutable_plan());
+  return ParseSerialized(&PartitionGraphSerialized, request, graph, limits, token, response);
 }
 
 absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
                                       const GraphSource& graph, const InputLimits& limits,
                                       const CancellationToken& token, absl::Cord* response_bytes) {
   return ImportPlanAndSerialize<v1::PartitionGraphResponse>(
-      graph, request.devices(), request.node_references(), limits, token, PartitionerFor(request, limits, token),
+      graph, request.devices(), request.node_references(), limits, token,
+      [&](const CompactGraph& imported, v1::PartitionPlan* plan) {
+        return PartitionImported(imported, request.devices(), request.config(), limits, token,
+                                 plan);
+      },
       response_bytes);
 }
 
@@ -290,17 +281,18 @@ absl::Status BuildPipelineGraph(const v1::BuildPipelineGraphRequest& request,
 absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
                   const InputLimits& limits, const CancellationToken& token,
                   v1::PlanResponse* response) {
-  return ImportAndPlan(graph, request.devices(), request.node_references(), limits, token,
-                       PlannerFor(request, limits, token), response->mutable_plan());
+  return ParseSerialized(&PlanSerialized, request, graph, limits, token, response);
 }
 
 absl::Status PlanSerialized(const v1::PlanRequest& request, const GraphSource& graph,
                             const InputLimits& limits, const CancellationToken& token,
                             absl::Cord* response_bytes) {
-  return ImportPlanAndSerialize<v1::PlanResponse>(graph, request.devices(),
-                                                  request.node_references(), limits, token,
-                                                  PlannerFor(request, limits, token),
-                                                  response_bytes);
+  return ImportPlanAndSerialize<v1::PlanResponse>(
+      graph, request.devices(), request.node_references(), limits, token,
+      [&](const CompactGraph& imported, v1::PartitionPlan* plan) {
+        return PlanImported(imported, request, limits, token, plan);
+      },
+      response_bytes);
 }
 
 absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph_source,

@@ -17,24 +17,37 @@
 // graph order (as a plan's assignments are) is matched to the nodes without
 // hashing its names.
 //
-//   PARTPLAN_ASSIGN_OR_RETURN(PartitionSet set,
-//                             AotPartition(graph, devices, request.config(), token));
+//   PARTPLAN_ASSIGN_OR_RETURN(PartitionerOptions options,
+//                             PartitionerOptionsFromConfig(config, graph, devices, token));
+//   PARTPLAN_ASSIGN_OR_RETURN(PartitionSet set, AotPartition(graph, options.aot, token));
 #ifndef PARTPLAN_PLANNER_FX_AOT_PARTITIONER_H_
 #define PARTPLAN_PLANNER_FX_AOT_PARTITIONER_H_
 
+#include <cstdint>
+#include <vector>
+
 #include "absl/status/statusor.h"
-#include "partplan/v1/plan.pb.h"
 #include "planner/base/cancellation.h"
 #include "planner/fx/partition.h"
-#include "planner/graph/devices.h"
 #include "planner/graph/graph.h"
 
 namespace partplan {
 
-// Polls `token` by work done (entries, nodes, edges); its status when it
-// fires.
-absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph, const DeviceList& devices,
-                                          const v1::PartitionerConfig& config,
+// The caller's plan, resolved against the graph and the inventory
+// (PartitionerOptionsFromConfig in partitioner_options.h checks it).
+struct AotAssignment {
+  // Per partition 0..P-1, its devices' logical ids, each once.
+  std::vector<std::vector<int32_t>> partition_devices;
+  // Per node, the partition an entry gives it, or -1 (each node once).
+  std::vector<int32_t> partition_of;
+};
+
+// The partitions of `assignment`: INVALID_ARGUMENT when a call_* node has no
+// partition (on config.node_partitions) or a partition has no node (on
+// config.partition_devices). Polls `token` by work done (nodes and edges);
+// its status when it fires.
+absl::StatusOr<PartitionSet> AotPartition(const CompactGraph& graph,
+                                          const AotAssignment& assignment,
                                           const CancellationToken& token);
 
 }  // namespace partplan

@@ -38,9 +38,11 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "planner/base/cancellation.h"
+#include "planner/base/status_util.h"
 #include "planner/data_parallel/data_parallel_options.h"
 #include "planner/data_parallel/data_parallel_plan.h"
 #include "planner/fx/partitioner.h"
+#include "planner/fx/partitioner_options.h"
 #include "planner/fx/saturate_host.h"
 #include "planner/graph/devices.h"
 #include "planner/graph/graph_import.h"
@@ -49,6 +51,7 @@
 #include "planner/pipeline/shard_graph.h"
 #include "planner/split/split_graph.h"
 #include "planner/wire/data_parallel_response.h"
+#include "planner/wire/partition_plan.h"
 #include "planner/wire/pipeline_graph_response.h"
 #include "planner/wire/shard_graph_response.h"
 #include "planner/wire/split_graph_response.h"
@@ -97,9 +100,14 @@ std::unique_ptr<Prepared> Partition(v1::PartitionGraphRequest request) {
   auto devices = std::make_shared<DeviceList>(
       ImportDevices(prepared->request.devices(), InputLimits()).value());
   PreparedRequest<v1::PartitionGraphRequest>* p = prepared.get();
-  prepared->call = [p, devices](const CancellationToken& token) {
-    return PartitionGraphPlan(*p->graph, *devices, p->request.config(),
-                              v1::NODE_REFERENCES_INDICES, token,
+  prepared->call = [p, devices](const CancellationToken& token) -> absl::Status {
+    PARTPLAN_ASSIGN_OR_RETURN(
+        const PartitionerOptions options,
+        PartitionerOptionsFromConfig(p->request.config(), *p->graph, *devices, token));
+    PARTPLAN_ASSIGN_OR_RETURN(PartitionerPlan planned,
+                              PartitionGraphPlan(*p->graph, *devices, options, token));
+    const PartitionerPlan* kept = Keep(p, std::make_shared<PartitionerPlan>(std::move(planned)));
+    return WritePartitionPlan(*p->graph, *devices, *kept, token,
                               Keep(p, std::make_shared<v1::PartitionPlan>()));
   };
   return prepared;
