@@ -24,6 +24,20 @@ const char* ReduceOpName(ReduceOp op) {
   return "sum";
 }
 
+const char* InputRoleName(InputRole role) {
+  switch (role) {
+    case InputRole::kParameter:
+      return "PARAMETER";
+    case InputRole::kOptimizerState:
+      return "OPTIMIZER_STATE";
+    case InputRole::kActivation:
+      return "ACTIVATION";
+    case InputRole::kUnspecified:
+      break;
+  }
+  return "ROLE_UNSPECIFIED";
+}
+
 absl::Status BatchDimOptions::CheckAndSetup(const CompactGraph& graph) {
   if (input_batch_dim < 0) {
     return InvalidFieldError("input_batch_dim",
@@ -33,7 +47,7 @@ absl::Status BatchDimOptions::CheckAndSetup(const CompactGraph& graph) {
     return InvalidFieldError(
         "roles", absl::StrCat(roles.size(), " roles for a graph of ", graph.num_nodes(), " nodes"));
   }
-  roles.resize(graph.num_nodes(), v1::ROLE_UNSPECIFIED);
+  roles.resize(graph.num_nodes(), InputRole::kUnspecified);
   return absl::OkStatus();
 }
 

@@ -3,7 +3,7 @@
 // ambiguity fixed.
 //
 //   BatchDimOptions options;
-//   options.roles = ...;               // per node: PARAMETER, OPTIMIZER_STATE, ...
+//   options.roles = ...;               // per node: InputRole::kParameter, ...
 //   options.input_batch_dim = 0;
 //   PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup(graph));
 //   PARTPLAN_ASSIGN_OR_RETURN(BatchDimAnalysis analysis,
@@ -103,7 +103,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "partplan/v1/planner_service.pb.h"
 #include "planner/base/cancellation.h"
 #include "planner/data_parallel/op_rules.h"
 #include "planner/graph/graph.h"
@@ -166,10 +165,21 @@ struct ValueLayout {
   }
 };
 
+// What a placeholder holds (the request's PlaceholderRole).
+enum class InputRole : uint8_t {
+  kUnspecified,  // not given: an activation if it has the batch dim
+  kParameter,
+  kOptimizerState,
+  kActivation,
+};
+
+// "PARAMETER", "OPTIMIZER_STATE", ..., as the request names the role.
+const char* InputRoleName(InputRole role);
+
 struct BatchDimOptions {
-  // The role of every placeholder, indexed by node id (ROLE_UNSPECIFIED,
-  // an activation, for the rest); CheckAndSetup sizes it to the graph.
-  std::vector<v1::PlaceholderRole> roles;
+  // The role of every placeholder, indexed by node id (kUnspecified, an
+  // activation, for the rest); CheckAndSetup sizes it to the graph.
+  std::vector<InputRole> roles;
   // The batch dim of the activation inputs.
   int32_t input_batch_dim = 0;
 

@@ -119,10 +119,10 @@ bool BatchDimAnalyzer::FitsBatchDim(NodeId v) const {
 absl::Status BatchDimAnalyzer::FindSeed() {
   NodeId seed = -1;
   for (NodeId v = 0; v < graph_.num_nodes() && seed < 0; ++v) {
-    if (graph_.op(v) == v1::PLACEHOLDER && options_.roles[v] == v1::ACTIVATION) seed = v;
+    if (graph_.op(v) == v1::PLACEHOLDER && options_.roles[v] == InputRole::kActivation) seed = v;
   }
   for (NodeId v = 0; v < graph_.num_nodes() && seed < 0; ++v) {
-    if (graph_.op(v) == v1::PLACEHOLDER && options_.roles[v] == v1::ROLE_UNSPECIFIED &&
+    if (graph_.op(v) == v1::PLACEHOLDER && options_.roles[v] == InputRole::kUnspecified &&
         FitsBatchDim(v)) {
       seed = v;
     }
@@ -159,17 +159,17 @@ absl::Status BatchDimAnalyzer::AnalyzePlaceholder(NodeId v) {
   const v1::Node& node = proto(v);
   const int32_t dim = options_.input_batch_dim;
   switch (options_.roles[v]) {
-    case v1::PARAMETER:
-    case v1::OPTIMIZER_STATE:
+    case InputRole::kParameter:
+    case InputRole::kOptimizerState:
       if (node.outputs_size() == 0) {
         return InvalidFieldError(
             absl::StrCat(NodeField(v), ".outputs"),
-            absl::StrCat(v1::PlaceholderRole_Name(options_.roles[v]), " '", node.name(),
+            absl::StrCat(InputRoleName(options_.roles[v]), " '", node.name(),
                          "' has no shape; the plan needs its size"));
       }
       AddGivenElements(v, Layout::kModelState);
       return absl::OkStatus();
-    case v1::ACTIVATION: {
+    case InputRole::kActivation: {
       PARTPLAN_RETURN_IF_ERROR(CheckActivation(v));
       const int64_t size = node.outputs(0).shape(dim);
       if (size != batch_size_) {

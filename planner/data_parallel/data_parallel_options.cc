@@ -51,12 +51,25 @@ absl::StatusOr<DataParallelStyle> StyleOf(v1::DataParallelStyle style) {
 
 }  // namespace
 
+InputRole InputRoleOf(v1::PlaceholderRole role) {
+  switch (role) {
+    case v1::PARAMETER:
+      return InputRole::kParameter;
+    case v1::OPTIMIZER_STATE:
+      return InputRole::kOptimizerState;
+    case v1::ACTIVATION:
+      return InputRole::kActivation;
+    default:
+      return InputRole::kUnspecified;
+  }
+}
+
 absl::StatusOr<DataParallelOptions> DataParallelOptions::FromRequest(
     const v1::PlanDataParallelRequest& request, const CompactGraph& graph,
     const DeviceList& devices) {
   DataParallelOptions options;
   BatchDimOptions& batch = options.batch;
-  batch.roles.assign(graph.num_nodes(), v1::ROLE_UNSPECIFIED);
+  batch.roles.assign(graph.num_nodes(), InputRole::kUnspecified);
   std::vector<int> named_by(graph.num_nodes(), -1);
   const auto& roles = request.roles();
   for (int i = 0; i < roles.size(); ++i) {
@@ -83,7 +96,7 @@ absl::StatusOr<DataParallelOptions> DataParallelOptions::FromRequest(
                                absl::StrCat("unknown role ", entry.role()));
     }
     named_by[v] = i;
-    batch.roles[v] = entry.role();
+    batch.roles[v] = InputRoleOf(entry.role());
   }
   batch.input_batch_dim = request.input_batch_dim();
   PARTPLAN_RETURN_IF_ERROR(batch.CheckAndSetup(graph));

@@ -43,6 +43,10 @@ struct DataParallelOptions {
       const DeviceList& devices);
 };
 
+// The role a request gives a placeholder (kUnspecified for an unknown one,
+// which FromRequest refuses).
+InputRole InputRoleOf(v1::PlaceholderRole role);
+
 }  // namespace partplan
 
 #endif  // PARTPLAN_PLANNER_DATA_PARALLEL_DATA_PARALLEL_OPTIONS_H_

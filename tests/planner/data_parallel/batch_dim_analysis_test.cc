@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "planner/base/cancellation.h"
 #include "planner/base/status_util.h"
+#include "planner/data_parallel/data_parallel_options.h"
 #include "planner/graph/graph_import.h"
 #include "tests/planner/data_parallel/dp_test_graphs.h"
 
@@ -39,8 +40,8 @@ class Analysis {
     }
     graph_ = std::make_unique<CompactGraph>(std::move(*compact));
     BatchDimOptions options;
-    options.roles.assign(graph_->num_nodes(), v1::ROLE_UNSPECIFIED);
-    for (const auto& [name, role] : roles) options.roles[graph_->Find(name)] = role;
+    options.roles.assign(graph_->num_nodes(), InputRole::kUnspecified);
+    for (const auto& [name, role] : roles) options.roles[graph_->Find(name)] = InputRoleOf(role);
     options.input_batch_dim = input_batch_dim;
     status_ = options.CheckAndSetup(*graph_);
     if (!status_.ok()) return;
