@@ -115,7 +115,7 @@ class BatchDimAnalyzer {
     bool has_batch() const { return !sharded.empty() || !local_scalars.empty(); }
   };
 
-  // The graph is imported from a parsed one (PlanDataParallelPlan checks).
+  // The graph is imported from a parsed one (AnalyzeBatchDims checks).
   const v1::Node& proto(NodeId v) const { return graph_.parsed()->nodes(v); }
   const ValueLayout& layout(NodeId u) const { return result_.layout(u); }
   absl::Span<const int64_t> shape(NodeId u) const { return result_.shape(u); }
