@@ -46,23 +46,8 @@ struct Case {
 };
 
 std::unique_ptr<google::protobuf::Message> NewResponse(PlannerRpc rpc) {
-  switch (rpc) {
-    case PlannerRpc::kPartitionGraph:
-      return std::make_unique<v1::PartitionGraphResponse>();
-    case PlannerRpc::kSplitGraph:
-      return std::make_unique<v1::SplitGraphResponse>();
-    case PlannerRpc::kShardGraph:
-      return std::make_unique<v1::ShardGraphResponse>();
-    case PlannerRpc::kBuildPipelineGraph:
-      return std::make_unique<v1::BuildPipelineGraphResponse>();
-    case PlannerRpc::kPlanDataParallel:
-      return std::make_unique<v1::PlanDataParallelResponse>();
-    case PlannerRpc::kPlan:
-      return std::make_unique<v1::PlanResponse>();
-    case PlannerRpc::kValidate:
-      return std::make_unique<v1::ValidateResponse>();
-  }
-  return nullptr;
+  return std::unique_ptr<google::protobuf::Message>(
+      PlannerRpcOf(rpc).response_prototype().New());
 }
 
 // What is compared: the response without wall times, or the failure.

@@ -429,8 +429,10 @@ std::string RequestOf(const LimitCase& c) {
       if (growth.bytes > 0) PadTo(request, growth.bytes);
       return request.SerializeAsString();
     }
+    default:  // kCases lists the rows; an RPC needs a request here to be one
+      ADD_FAILURE() << "no request for " << RpcName(c.rpc);
+      return "";
   }
-  return "";
 }
 
 // The RPCs that take a device inventory, and so hold --max_devices.

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -157,27 +158,29 @@ bool ParseJsonFile(const std::string& path, google::protobuf::Message* message) 
 }
 
 std::string ExampleRequest(PlannerRpc rpc) {
-  auto parse = [](const std::string& file, google::protobuf::Message&& message) {
-    if (!ParseJsonFile(absl::StrCat("client/examples/", file), &message)) return std::string();
-    return DeterministicBytes(message);
-  };
-  switch (rpc) {
-    case PlannerRpc::kPartitionGraph:
-      return parse("partition_graph.json", v1::PartitionGraphRequest());
-    case PlannerRpc::kSplitGraph:
-      return parse("split_graph.json", v1::SplitGraphRequest());
-    case PlannerRpc::kShardGraph:
-      return parse("shard_graph.json", v1::ShardGraphRequest());
-    case PlannerRpc::kBuildPipelineGraph:
-      return parse("build_pipeline_graph.json", v1::BuildPipelineGraphRequest());
-    case PlannerRpc::kPlanDataParallel:
-      return parse("plan_data_parallel.json", v1::PlanDataParallelRequest());
-    case PlannerRpc::kPlan:
-      return parse("plan.json", v1::PlanRequest());
-    case PlannerRpc::kValidate:
-      return parse("validate.json", v1::ValidateRequest());
+  const PlannerRpcMethod& row = PlannerRpcOf(rpc);
+  // CamelCase to snake_case: PlanDataParallel -> plan_data_parallel.json.
+  std::string file;
+  for (const char c : row.name) {
+    if (std::isupper(static_cast<unsigned char>(c)) && !file.empty()) file += '_';
+    file += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
-  return "";
+  std::unique_ptr<google::protobuf::Message> request(row.request_prototype().New());
+  if (ParseJsonFile(absl::StrCat("client/examples/", file, ".json"), request.get())) {
+    return DeterministicBytes(*request);
+  }
+  // An RPC without an example of its own: the Validate example's graph (and
+  // inventory, when the request takes one), which every request has room for.
+  v1::ValidateRequest validate;
+  if (!ParseJsonFile("client/examples/validate.json", &validate)) return "";
+  const google::protobuf::Descriptor& type = *request->GetDescriptor();
+  const google::protobuf::Reflection& fields = *request->GetReflection();
+  fields.MutableMessage(request.get(), type.FindFieldByName("graph"))->CopyFrom(validate.graph());
+  if (const google::protobuf::FieldDescriptor* devices = type.FindFieldByName("devices");
+      devices != nullptr && devices->message_type() == v1::DeviceInventory::descriptor()) {
+    fields.MutableMessage(request.get(), devices)->CopyFrom(validate.devices());
+  }
+  return DeterministicBytes(*request);
 }
 
 v1::PartitionGraphRequest InterleavedPartitionRequest(int layers) {

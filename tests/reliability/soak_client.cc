@@ -75,29 +75,15 @@ struct Seed {
   std::string bytes;
 };
 
-template <typename Request>
-bool MutateTyped(std::string* bytes, std::mt19937_64& random) {
-  return fuzz::MutateAs<Request>(bytes, random);
-}
-
+// A message edit of `bytes`, a request of `rpc` (fuzz_harness.h).
 bool Mutate(PlannerRpc rpc, std::string* bytes, std::mt19937_64& random) {
-  switch (rpc) {
-    case PlannerRpc::kPartitionGraph:
-      return MutateTyped<v1::PartitionGraphRequest>(bytes, random);
-    case PlannerRpc::kSplitGraph:
-      return MutateTyped<v1::SplitGraphRequest>(bytes, random);
-    case PlannerRpc::kShardGraph:
-      return MutateTyped<v1::ShardGraphRequest>(bytes, random);
-    case PlannerRpc::kBuildPipelineGraph:
-      return MutateTyped<v1::BuildPipelineGraphRequest>(bytes, random);
-    case PlannerRpc::kPlanDataParallel:
-      return MutateTyped<v1::PlanDataParallelRequest>(bytes, random);
-    case PlannerRpc::kPlan:
-      return MutateTyped<v1::PlanRequest>(bytes, random);
-    case PlannerRpc::kValidate:
-      return MutateTyped<v1::ValidateRequest>(bytes, random);
+  std::unique_ptr<google::protobuf::Message> request(
+      PlannerRpcOf(rpc).request_prototype().New());
+  if (!request->ParseFromString(*bytes) || !fuzz::MutateMessage(request.get(), random)) {
+    return false;
   }
-  return false;
+  *bytes = fuzz::Serialize(*request);
+  return true;
 }
 
 // Every request message has its graph as field 1, and a Graph its name as

@@ -27,6 +27,7 @@ or its parts as keyword arguments.
 import json
 import os
 import random
+import re
 import time
 import uuid
 from typing import Any, Dict, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
@@ -44,16 +45,15 @@ DEFAULT_TARGET = "localhost:50051"
 DEFAULT_TIMEOUT_SECONDS = 60.0
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
-# RPC name -> (method name, request class, response class).
+def _snake_case(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+# RPC name -> (method name, request class, response class), for every RPC of
+# the service as the .proto declares it: a new RPC needs no line here.
 RPCS: Dict[str, Tuple[str, Any, Any]] = {
-    "PartitionGraph": ("partition_graph", pb.PartitionGraphRequest, pb.PartitionGraphResponse),
-    "SplitGraph": ("split_graph", pb.SplitGraphRequest, pb.SplitGraphResponse),
-    "ShardGraph": ("shard_graph", pb.ShardGraphRequest, pb.ShardGraphResponse),
-    "BuildPipelineGraph": (
-        "build_pipeline_graph", pb.BuildPipelineGraphRequest, pb.BuildPipelineGraphResponse),
-    "PlanDataParallel": ("plan_data_parallel", pb.PlanDataParallelRequest, pb.PlanDataParallelResponse),
-    "Plan": ("plan", pb.PlanRequest, pb.PlanResponse),
-    "Validate": ("validate", pb.ValidateRequest, pb.ValidateResponse),
+    m.name: (_snake_case(m.name), getattr(pb, m.input_type.name), getattr(pb, m.output_type.name))
+    for m in pb.planner_service_pb2.DESCRIPTOR.services_by_name["PartitionPlanner"].methods
 }
 
 
@@ -579,3 +579,21 @@ class Client:
         if mode_value is not None:
             config.mode = mode_value
         return config
+
+
+def _call_method(rpc: str):
+    """Client.<snake_case>(request, **call options) for an RPC without a
+    method of its own above: `request` is its message or a dict in proto3
+    JSON form."""
+    def method(self, request, **call_options):
+        return self.call(rpc, request, **call_options)
+    method.__name__ = RPCS[rpc][0]
+    method.__doc__ = (f"Calls {rpc} with `request` (a {RPCS[rpc][1].DESCRIPTOR.full_name} "
+                      "or a dict in proto3 JSON form); returns the response.")
+    return method
+
+
+for _rpc, (_method, _, _) in RPCS.items():
+    if not hasattr(Client, _method):
+        setattr(Client, _method, _call_method(_rpc))
+del _rpc, _method
