@@ -28,12 +28,13 @@
 
 namespace partplan {
 
-// Each entry point fills `*response` (which may live on an arena: the
-// server passes gRPC's arena-backed message, so a large plan is built
-// without a heap allocation per node) and returns OK, or returns the error
-// and leaves `*response` unspecified. For PartitionGraph, Plan, SplitGraph
-// and ShardGraph the server calls the *Serialized entry points below
-// instead, which return the response's bytes.
+// Each entry point fills `*response` (which may live on an arena) and
+// returns OK, or returns the error and leaves `*response` unspecified. The
+// server calls them through the table of RPCs (planner_rpcs.h), which runs
+// the *Serialized entry points below for PartitionGraph, Plan, SplitGraph and
+// ShardGraph: they write the response's bytes, a plan by name straight from
+// the graph's names. The message-filling PartitionGraph and Plan parse those
+// bytes, so that a plan has one writer.
 //
 // Each takes the request's graph as a GraphSource (graph_import.h): the
 // server passes the graph's bytes as received (serialized_request.h) and the
@@ -46,11 +47,10 @@ absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const Grap
                             v1::PartitionGraphResponse* response);
 
 // PartitionGraph with its response serialised into `*response_bytes` (in
-// pieces, which gRPC sends as slices), as the server sends it: the same bytes as serialising what
-// PartitionGraph fills, but for planner_seconds. A plan by name is planned by node index and its
-// names written straight from the graph (plan_with_names.h): at 10^6 nodes that adds 36 ms to the
-// plan by index, where building a message and a string per node and name, then serialising them,
-// added 140 ms.
+// pieces, which gRPC sends as slices), as the server sends it. A plan by name
+// is planned by node index and its names written straight from the graph
+// (wire/plan_with_names.h), which costs far less than a message and a string
+// per name.
 absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
                                       const GraphSource& graph, const InputLimits& limits,
                                       const CancellationToken& token, absl::Cord* response_bytes);
@@ -60,7 +60,7 @@ absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource&
                         v1::SplitGraphResponse* response);
 
 // SplitGraph with its response serialised, as the server sends it: written
-// as bytes without building the response as messages (split_graph.h).
+// as bytes without building the response as messages (wire/split_graph_response.h).
 absl::Status SplitGraphSerialized(const v1::SplitGraphRequest& request, const GraphSource& graph,
                                   const InputLimits& limits, const CancellationToken& token,
                                   absl::Cord* response_bytes);
