@@ -26,20 +26,6 @@ struct Example {
   const google::protobuf::Descriptor* type;
 };
 
-std::vector<Example> Examples() {
-  return {
-      {"partition_graph.json", v1::PartitionGraphRequest::descriptor()},
-      {"split_graph.json", v1::SplitGraphRequest::descriptor()},
-      {"shard_graph.json", v1::ShardGraphRequest::descriptor()},
-      {"build_pipeline_graph.json",
-       v1::BuildPipelineGraphRequest::descriptor()},
-      {"plan_data_parallel.json", v1::PlanDataParallelRequest::descriptor()},
-      {"plan.json", v1::PlanRequest::descriptor()},
-      {"validate.json", v1::ValidateRequest::descriptor()},
-      {"graph_mlp.json", v1::Graph::descriptor()},
-  };
-}
-
 // "PartitionGraph" -> "partition_graph".
 std::string SnakeCase(const std::string& camel_case) {
   std::string snake;
@@ -48,6 +34,17 @@ std::string SnakeCase(const std::string& camel_case) {
     snake.push_back(absl::ascii_tolower(c));
   }
   return snake;
+}
+
+// One example request per method of the service, <snake_case>.json, and the
+// graph the partition example plans.
+std::vector<Example> Examples() {
+  std::vector<Example> examples;
+  for (const std::string& name : PlannerMethodNames()) {
+    examples.push_back({SnakeCase(name) + ".json", (*FindPlannerMethod(name))->input_type()});
+  }
+  examples.push_back({"graph_mlp.json", v1::Graph::descriptor()});
+  return examples;
 }
 
 TEST(ExamplesTest, EachParsesIntoItsType) {

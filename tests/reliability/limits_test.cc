@@ -627,6 +627,9 @@ TEST(LimitsTableTest, EachRequestIsAtOrOverItsOwnLimitOnly) {
       case PlannerRpc::kPlanDataParallel:
         ExpectWithin<v1::PlanDataParallelRequest>(bytes, c);
         break;
+      default:  // RequestOf has made no request for it either
+        ADD_FAILURE() << "no check for " << RpcName(c.rpc);
+        break;
     }
   }
 }
