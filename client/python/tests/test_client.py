@@ -474,17 +474,9 @@ class RealServerTest(unittest.TestCase):
         self.assertEqual(caught.exception.field_violations, [])
 
     def test_every_rpc(self):
-        # Each example request through its method: planned, or UNIMPLEMENTED
-        # for a planner that has not landed.
-        cases = [
-            ("partition_graph", "partition_graph.json", pb.PartitionGraphRequest),
-            ("plan", "plan.json", pb.PlanRequest),
-            ("validate", "validate.json", pb.ValidateRequest),
-            ("split_graph", "split_graph.json", pb.SplitGraphRequest),
-            ("shard_graph", "shard_graph.json", pb.ShardGraphRequest),
-            ("build_pipeline_graph", "build_pipeline_graph.json", pb.BuildPipelineGraphRequest),
-            ("plan_data_parallel", "plan_data_parallel.json", pb.PlanDataParallelRequest),
-        ]
+        # Each example request (client/examples/<method>.json) through its
+        # method: planned, or UNIMPLEMENTED for a planner that has not landed.
+        cases = [(method, method + ".json", cls) for method, cls, _ in partplan.client.RPCS.values()]
         self.assertEqual(len(cases), len(partplan.client.RPCS))
         for method, file, cls in cases:
             with self.subTest(method=method):
