@@ -248,11 +248,7 @@ absl::Status SplitGraphSerialized(const v1::SplitGraphRequest& request,
 absl::Status ShardGraph(const v1::ShardGraphRequest& request, const GraphSource& graph_source,
                         const InputLimits& limits, const CancellationToken& token,
                         v1::ShardGraphResponse* response) {
-  PARTPLAN_ASSIGN_OR_RETURN(const ShardInputs in,
-                            ImportToShard(request, graph_source, limits, token));
-  PARTPLAN_ASSIGN_OR_RETURN(const ShardPlan plan,
-                            ShardGraphPlan(in.graph, in.options, in.devices, token));
-  return ShardGraphResponseFromPlan(in.graph, plan, request.node_references(), token, response);
+  return ParseSerialized(&ShardGraphSerialized, request, graph_source, limits, token, response);
 }
 
 absl::Status ShardGraphSerialized(const v1::ShardGraphRequest& request,

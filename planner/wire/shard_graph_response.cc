@@ -8,17 +8,11 @@
 namespace partplan {
 
 absl::Status ShardGraphResponseFromPlan(const CompactGraph& graph, const ShardPlan& plan,
-                                        v1::NodeReferences node_references,
                                         const CancellationToken& token,
                                         v1::ShardGraphResponse* response) {
   response->Clear();
-  const bool by_name = node_references == v1::NODE_REFERENCES_NAMES;
   google::protobuf::RepeatedField<int32_t>& shard_of = *response->mutable_shard_by_node_index();
-  if (by_name) {
-    response->mutable_assignments()->Reserve(graph.num_op_nodes());
-  } else {
-    shard_of.Resize(graph.num_nodes(), -1);
-  }
+  shard_of.Resize(graph.num_nodes(), -1);
   const auto name = [&graph](NodeId v) { return std::string(graph.name(v)); };
   int64_t work = 0;
   const int32_t shards = static_cast<int32_t>(plan.shards.size());
@@ -28,24 +22,11 @@ absl::Status ShardGraphResponseFromPlan(const CompactGraph& graph, const ShardPl
     v1::Shard* shard = response->add_shards();
     shard->set_id(s);
     shard->set_parameter_count(planned.parameter_count);
-    if (by_name) {
-      shard->mutable_nodes()->Reserve(static_cast<int>(planned.nodes.size()));
-    } else {
-      shard->mutable_node_indices()->Reserve(static_cast<int>(planned.nodes.size()));
-    }
+    shard->mutable_node_indices()->Reserve(static_cast<int>(planned.nodes.size()));
     for (const NodeId v : planned.nodes) {
       PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
-      if (!by_name) {
-        shard->add_node_indices(v);
-        if (graph.is_op_node(v)) shard_of[v] = s;
-      } else {
-        shard->add_nodes(name(v));
-        if (graph.is_op_node(v)) {
-          v1::NodePartition* assignment = response->add_assignments();
-          assignment->set_node(name(v));
-          assignment->set_partition(s);
-        }
-      }
+      shard->add_node_indices(v);
+      if (graph.is_op_node(v)) shard_of[v] = s;
     }
     for (const NodeId u : planned.inputs) {
       PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(++work));
@@ -79,15 +60,11 @@ absl::Status SerializeShardGraphResponse(const CompactGraph& graph, const ShardP
                                          v1::NodeReferences node_references,
                                          const CancellationToken& token, absl::Cord* bytes) {
   v1::ShardGraphResponse response;
-  if (node_references != v1::NODE_REFERENCES_NAMES) {
-    PARTPLAN_RETURN_IF_ERROR(
-        ShardGraphResponseFromPlan(graph, plan, node_references, token, &response));
-    return SerializeWithinLimit(response, bytes);
-  }
-  // The plan by index, its node lists then written as names.
-  PARTPLAN_RETURN_IF_ERROR(
-      ShardGraphResponseFromPlan(graph, plan, v1::NODE_REFERENCES_INDICES, token, &response));
-  return SerializeResponseWithNames(graph, &response, bytes);
+  PARTPLAN_RETURN_IF_ERROR(ShardGraphResponseFromPlan(graph, plan, token, &response));
+  // By name, the plan by index with its node lists written as names.
+  return node_references == v1::NODE_REFERENCES_NAMES
+             ? SerializeResponseWithNames(graph, &response, bytes)
+             : SerializeWithinLimit(response, bytes);
 }
 
 }  // namespace partplan

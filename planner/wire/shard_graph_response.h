@@ -25,18 +25,17 @@
 
 namespace partplan {
 
-// Fills `*response` (which may live on an arena, and is cleared first).
-// Polls `token` by the nodes it passes over; on error `*response` is
-// unspecified.
+// Fills `*response` (which may live on an arena, and is cleared first) with
+// the plan by node index. Polls `token` by the nodes it passes over; on
+// error `*response` is unspecified.
 absl::Status ShardGraphResponseFromPlan(const CompactGraph& graph, const ShardPlan& plan,
-                                        v1::NodeReferences node_references,
                                         const CancellationToken& token,
                                         v1::ShardGraphResponse* response);
 
-// Writes into `*bytes` the serialisation of the response
-// ShardGraphResponseFromPlan fills. By name, the names are written
-// straight from the graph (plan_with_names.h) rather than built as a
-// message and a string per node.
+// Writes into `*bytes` the serialised response: by node index, what
+// ShardGraphResponseFromPlan fills; by name, that with the names written
+// straight from the graph (plan_with_names.h), the one writer of a plan by
+// name.
 absl::Status SerializeShardGraphResponse(const CompactGraph& graph, const ShardPlan& plan,
                                          v1::NodeReferences node_references,
                                          const CancellationToken& token, absl::Cord* bytes);

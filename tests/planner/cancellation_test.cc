@@ -243,8 +243,8 @@ std::unique_ptr<Prepared> Shard(int64_t nodes, v1::ShardConfig::Mode mode, int s
   prepared->call = [p, options, devices](const CancellationToken& token) {
     absl::StatusOr<ShardPlan> plan = ShardGraphPlan(*p->graph, options, *devices, token);
     if (!plan.ok()) return plan.status();
-    return ShardGraphResponseFromPlan(*p->graph, *plan, p->request.node_references(), token,
-                                      Keep(p, std::make_shared<v1::ShardGraphResponse>()));
+    return SerializeShardGraphResponse(*p->graph, *plan, p->request.node_references(), token,
+                                       Keep(p, std::make_shared<absl::Cord>()));
   };
   return prepared;
 }

@@ -13,7 +13,7 @@
 // for the RPCs the server answers with bytes written without a message
 // (`BM_Request`: ShardGraph, `BM_PlanShards`: Plan), those bytes.
 // `BM_Plan` times ShardGraphPlan on the imported graph and inventory, and
-// its response as a message (by name); `BM_Request` adds the
+// its response's bytes (by name); `BM_Request` adds the
 // import and validation and writes the response, as the server does
 // (ShardGraphSerialized);
 // `BM_BalancedStagesAlone` is the balanced-stage algorithm without building a
@@ -128,8 +128,8 @@ struct Outcome {
   }
 };
 
-// ShardGraphPlan and its response message, on the imported graph and
-// inventory.
+// ShardGraphPlan and its response's bytes as the server writes them, on the
+// imported graph and inventory.
 void BM_Plan(benchmark::State& state, Shape shape, v1::ShardConfig::Mode mode, int stages) {
   const v1::ShardGraphRequest request = ShardRequest(state.range(0), shape, mode, stages);
   const ReceivedRequest<v1::ShardGraphRequest> received(request);
@@ -137,22 +137,26 @@ void BM_Plan(benchmark::State& state, Shape shape, v1::ShardConfig::Mode mode, i
   const CompactGraph graph = *ImportGraph(received.graph(), InputLimits(), token);
   const ShardOptions options = *ShardOptions::FromConfig(received.fields().config());
   const DeviceList devices = *ImportDevices(received.fields().devices(), InputLimits());
-  Outcome outcome;
   for (auto _ : state) {
-    google::protobuf::Arena arena(CallArenaOptions());
-    auto* response = google::protobuf::Arena::CreateMessage<v1::ShardGraphResponse>(&arena);
+    absl::Cord bytes;
     absl::StatusOr<ShardPlan> plan = ShardGraphPlan(graph, options, devices, token);
     const absl::Status status =
-        plan.ok() ? ShardGraphResponseFromPlan(graph, *plan, received.fields().node_references(),
-                                               token, response)
+        plan.ok() ? SerializeShardGraphResponse(graph, *plan, received.fields().node_references(),
+                                                token, &bytes)
                   : plan.status();
     if (!status.ok()) {
       state.SkipWithError(std::string(status.message()).c_str());
       return;
     }
-    outcome.Note(*response);
   }
-  outcome.Report(state, request);
+  // The counters, from one more plan, outside the timing.
+  v1::ShardGraphResponse response;
+  if (absl::StatusOr<ShardPlan> plan = ShardGraphPlan(graph, options, devices, token);
+      plan.ok() && ShardGraphResponseFromPlan(graph, *plan, token, &response).ok()) {
+    Outcome outcome;
+    outcome.Note(response);
+    outcome.Report(state, request);
+  }
 }
 
 // The balanced-stage algorithm alone (both passes and the walk back), on
