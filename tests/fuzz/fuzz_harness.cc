@@ -483,8 +483,8 @@ void CheckServedAsSerialized(const v1::SplitGraphRequest& request, const GraphSo
                                 status.ToString()));
   }
   if (!status.ok()) return;
-  // SplitGraph's message is these bytes parsed: the check that matters is
-  // that they are protobuf's own serialisation of it.
+  // SplitGraph's message is built from the split, these bytes written from
+  // it: they must be protobuf's own serialisation of that message.
   const std::string bytes(served);
   v1::SplitGraphResponse response;
   if (!response.ParseFromString(bytes) || Serialize(response) != bytes) {

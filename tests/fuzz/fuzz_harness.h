@@ -13,9 +13,10 @@
 //     summary.planner_seconds, wall time, cleared);
 //   - PartitionGraph, Plan and ShardGraph as the server answers them
 //     (PartitionGraphSerialized, PlanSerialized, ShardGraphSerialized, which
-//     write a plan by name without a message) give the same status
-//     and the same response, and so does a plan by name written in pieces
-//     of a few bytes (the server's are 1 MiB, more than a fuzzed response).
+//     write a plan by name without a message) give the same status and
+//     response on a second call, and so does the plan by index with its
+//     names written in pieces of a few bytes (the server's are 1 MiB, more
+//     than a fuzzed response).
 // Crashes, leaks, undefined behaviour and timeouts are findings too: the
 // fuzz build adds ASan and UBSan (.bazelrc, --config=fuzz).
 //
