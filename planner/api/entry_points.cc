@@ -5,7 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -42,42 +41,12 @@ absl::Status PartitionImported(const CompactGraph& graph, const v1::DeviceInvent
   return WritePartitionPlan(graph, devices, planned, token, plan);
 }
 
-// What PartitionGraph and Plan do once the graph is imported: fill `plan`,
-// its nodes by index.
-using PlanImportedFunction =
-    absl::FunctionRef<absl::Status(const CompactGraph& graph, v1::PartitionPlan* plan)>;
-
 // A graph that does not import, with the inventory's faults added to its
 // own, so that a request's independent faults come back together.
 absl::Status GraphAndDeviceViolations(const absl::Status& graph_status,
                                       const v1::DeviceInventory& inventory,
                                       const InputLimits& limits) {
   return WithMoreViolations(graph_status, ImportDevices(inventory, limits).status());
-}
-
-// PartitionGraph's and Plan's response (`Response`), serialised: the node
-// references checked, the graph imported and validated, the plan made by
-// node index, then written as bytes, a plan by name with its names taken
-// straight from the graph (plan_with_names.h). planner_seconds counts from
-// the start.
-template <typename Response>
-absl::Status ImportPlanAndSerialize(const GraphSource& graph_source,
-                                    const v1::DeviceInventory& inventory,
-                                    v1::NodeReferences node_references, const InputLimits& limits,
-                                    const CancellationToken& token,
-                                    PlanImportedFunction plan_imported,
-                                    absl::Cord* response_bytes) {
-  const absl::Time start = absl::Now();
-  PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(node_references));
-  absl::StatusOr<CompactGraph> graph = ImportGraph(graph_source, limits, token);
-  if (!graph.ok()) return GraphAndDeviceViolations(graph.status(), inventory, limits);
-  Response response;
-  v1::PartitionPlan* plan = response.mutable_plan();
-  PARTPLAN_RETURN_IF_ERROR(plan_imported(*graph, plan));
-  plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-  return node_references == v1::NODE_REFERENCES_NAMES
-             ? SerializeResponseWithNames(*graph, &response, response_bytes)
-             : SerializeWithinLimit(response, response_bytes);
 }
 
 // A typed entry point's response: the bytes its *Serialized twin writes,
@@ -206,6 +175,36 @@ absl::Status PlanImported(const CompactGraph& graph, const v1::PlanRequest& requ
       "config", "partitioner");
 }
 
+// PartitionGraph once the graph is imported.
+absl::Status PlanImported(const CompactGraph& graph, const v1::PartitionGraphRequest& request,
+                          const InputLimits& limits, const CancellationToken& token,
+                          v1::PartitionPlan* plan) {
+  return PartitionImported(graph, request.devices(), request.config(), limits, token, plan);
+}
+
+// PartitionGraph's and Plan's response (`Response`), serialised: the node
+// references checked, the graph imported and validated, the plan made by
+// node index, then written as bytes, a plan by name with its names taken
+// straight from the graph (plan_with_names.h). planner_seconds counts from
+// the start.
+template <typename Response, typename Request>
+absl::Status ImportPlanAndSerialize(const Request& request, const GraphSource& graph_source,
+                                    const InputLimits& limits, const CancellationToken& token,
+                                    absl::Cord* response_bytes) {
+  const absl::Time start = absl::Now();
+  const v1::NodeReferences node_references = request.node_references();
+  PARTPLAN_RETURN_IF_ERROR(CheckNodeReferences(node_references));
+  absl::StatusOr<CompactGraph> graph = ImportGraph(graph_source, limits, token);
+  if (!graph.ok()) return GraphAndDeviceViolations(graph.status(), request.devices(), limits);
+  Response response;
+  v1::PartitionPlan* plan = response.mutable_plan();
+  PARTPLAN_RETURN_IF_ERROR(PlanImported(*graph, request, limits, token, plan));
+  plan->mutable_summary()->set_planner_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  return node_references == v1::NODE_REFERENCES_NAMES
+             ? SerializeResponseWithNames(*graph, &response, response_bytes)
+             : SerializeWithinLimit(response, response_bytes);
+}
+
 }  // namespace
 
 absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const GraphSource& graph,
@@ -217,13 +216,8 @@ absl::Status PartitionGraph(const v1::PartitionGraphRequest& request, const Grap
 absl::Status PartitionGraphSerialized(const v1::PartitionGraphRequest& request,
                                       const GraphSource& graph, const InputLimits& limits,
                                       const CancellationToken& token, absl::Cord* response_bytes) {
-  return ImportPlanAndSerialize<v1::PartitionGraphResponse>(
-      graph, request.devices(), request.node_references(), limits, token,
-      [&](const CompactGraph& imported, v1::PartitionPlan* plan) {
-        return PartitionImported(imported, request.devices(), request.config(), limits, token,
-                                 plan);
-      },
-      response_bytes);
+  return ImportPlanAndSerialize<v1::PartitionGraphResponse>(request, graph, limits, token,
+                                                             response_bytes);
 }
 
 absl::Status SplitGraph(const v1::SplitGraphRequest& request, const GraphSource& graph_source,
@@ -283,12 +277,7 @@ absl::Status Plan(const v1::PlanRequest& request, const GraphSource& graph,
 absl::Status PlanSerialized(const v1::PlanRequest& request, const GraphSource& graph,
                             const InputLimits& limits, const CancellationToken& token,
                             absl::Cord* response_bytes) {
-  return ImportPlanAndSerialize<v1::PlanResponse>(
-      graph, request.devices(), request.node_references(), limits, token,
-      [&](const CompactGraph& imported, v1::PartitionPlan* plan) {
-        return PlanImported(imported, request, limits, token, plan);
-      },
-      response_bytes);
+  return ImportPlanAndSerialize<v1::PlanResponse>(request, graph, limits, token, response_bytes);
 }
 
 absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& graph_source,
