@@ -5,7 +5,9 @@
 # covering every RPC's planner path from each checkout's optimised bazel-bin,
 # interleaved (each benchmark before, after, then after, before on the next
 # repetition, so that a busy spell on the machine hits both sides), and prints
-# per benchmark the median over the repetitions on each side and the change.
+# per benchmark the median over the repetitions on each side and the change
+# (tools/bench_compare.py; also the change between the fastest runs and the
+# median change within back-to-back pairs, which load disturbs less).
 #
 #   git -C /work/main worktree add --detach /work/wt-before <before-commit>
 #   git -C /work/main worktree add --detach /work/wt-after <after-commit>
@@ -33,7 +35,10 @@
 # load go to $BENCH_OUT (default: a new /tmp/bench_compare.* directory). The
 # machine's load average is printed before and after, and the mean load during
 # each side's runs in the table's footer: on a shared machine, repeat the rows
-# beyond the threshold (--only) before reading them as a change.
+# beyond the threshold (--only) before reading them as a change, and pool the
+# runs: /usr/bin/python3 tools/bench_compare.py OUT_DIR OUT_DIR2 ... The rows
+# timed in real time (client and server on the same cores) swing most with
+# the load; for them --min-time 3 gives several calls per run.
 set -euo pipefail
 
 usage() {
