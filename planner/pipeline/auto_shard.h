@@ -1,7 +1,6 @@
 // AutoShard: fairscale's auto_shard (`_split_nodes` in
 // fairscale/experimental/nn/auto_shard.py) on a CompactGraph, in
-// O(nodes + edges * log shards) where fairscale is cubic (9.6 s at 1,002
-// nodes).
+// O(nodes + edges * log shards) where fairscale is cubic in the nodes.
 //
 //   PARTPLAN_ASSIGN_OR_RETURN(const ParameterCharges charges,
 //                             ModuleParameterCharges(graph, token));
