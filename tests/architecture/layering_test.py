@@ -4,10 +4,10 @@ server may use only the entry points and the library's vocabulary.
 
 The layers, lowest first (docs/architecture.md draws them):
 
-    base <- graph <- split <- fx <- pipeline, data_parallel <- wire <- api
+    base <- graph <- split <- fx <- pipeline, data_parallel <- training <- wire <- api
 
 (base: status, cancellation, limits; graph: import and validation into
-domain types; split, fx, pipeline, data_parallel: the planner families, each
+domain types; split, fx, pipeline, data_parallel, training: the planner families, each
 returning plain structs; wire: those structs written as response bytes; api:
 the entry points and the table of RPCs.)
 
@@ -37,8 +37,9 @@ RANKS = {
     "fx": 3,
     "pipeline": 4,
     "data_parallel": 4,
-    "wire": 5,
-    "api": 6,
+    "training": 5,
+    "wire": 6,
+    "api": 7,
 }
 # What the server may include of the library.
 SERVER_MAY_USE = {"api", "base"}

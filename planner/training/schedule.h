@@ -1,0 +1,119 @@
+// Pipeline schedules of one training step, simulated exactly: the order in
+// which each device runs its forward (F) and backward (B) work, and when each
+// piece starts and ends given the stages' costs and the transfers between
+// them. The training planner's objective is this simulated step time; no
+// closed form is assumed (with transfer costs, 1F1B's steady state pays them
+// again every P micro-batches).
+//
+//   ScheduleOptions options;
+//   options.schedule = PipelineSchedule::k1F1B;
+//   options.devices = 4;
+//   options.micro_batches = 8;
+//   StageCosts costs = UniformStageCosts(options, /*forward=*/1, /*backward=*/2,
+//                                        /*transfer=*/0.5);
+//   PARTPLAN_ASSIGN_OR_RETURN(const PipelineTimeline timeline,
+//                             SimulateSchedule(options, costs, token));
+//   timeline.step_seconds;          // 41: the last backward's end
+//   timeline.peak_in_flight[0];     // 4: micro-batches stage 0 holds at once
+//
+// Orders (P devices, B micro-batches, device d 0-based):
+//   - GPipe (torch's ScheduleGPipe): every F in micro-batch order, then
+//     every B in micro-batch order.
+//   - 1F1B (PipeDream-flush; Megatron-LM, torch's Schedule1F1B): a warm-up of
+//     min(P - d - 1, B) F, then F and B alternating, then the remaining B.
+//   - Interleaved 1F1B (Narayanan et al., SC'21): v chunks per device, chunk
+//     k of device d being virtual stage k*P + d; B a multiple of P; a warm-up
+//     of min(2(P - d - 1) + (v - 1)P, B*v) F, then F and B alternating, F
+//     taking chunks 0..v-1 and B chunks v-1..0 in turns of P micro-batches.
+//
+// The model of one op: it starts when its device has finished the op before
+// it in the device's order and its input has arrived. F of virtual stage c
+// needs F of stage c - 1 to have ended and its activations to have crossed
+// the link (transfer[c - 1] seconds); B of stage c needs B of stage c + 1 and
+// the gradient's transfer back (the same seconds), and the last stage's B
+// needs its own F. Transfers overlap with compute and do not contend. A
+// micro-batch is in flight on a stage from the start of its F to the end of
+// its B: its saved activations are alive that long.
+//
+// O(P*v*B) time and memory; polls the token as it goes.
+#ifndef PARTPLAN_PLANNER_TRAINING_SCHEDULE_H_
+#define PARTPLAN_PLANNER_TRAINING_SCHEDULE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "planner/base/cancellation.h"
+
+namespace partplan {
+
+enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved1F1B };
+
+struct ScheduleOptions {
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  int devices = 1;            // P
+  int micro_batches = 1;      // B
+  int chunks_per_device = 1;  // v; more than 1 only for kInterleaved1F1B
+
+  // INVALID_ARGUMENT naming the field (`devices`, `micro_batches`,
+  // `chunks_per_device`) unless P >= 1, B >= 1, v >= 1, v == 1 but for the
+  // interleaved schedule, whose B must be a multiple of P; and P * v * B at
+  // most kMaxScheduledOps.
+  absl::Status CheckAndSetup() const;
+
+  // Virtual stages: P * v.
+  int stages() const { return devices * chunks_per_device; }
+  // The device of virtual stage `stage`.
+  int DeviceOf(int stage) const { return stage % devices; }
+
+  // Bounds a schedule's memory: F and B of every stage and micro-batch.
+  static constexpr int64_t kMaxScheduledOps = int64_t{1} << 26;
+};
+
+// Seconds per virtual stage (forward[c], backward[c]) and per link between
+// stage c and c + 1 (transfer[c], one fewer than stages).
+struct StageCosts {
+  std::vector<double> forward;
+  std::vector<double> backward;
+  std::vector<double> transfer;
+};
+
+// Every stage with the same costs, for tests and examples.
+StageCosts UniformStageCosts(const ScheduleOptions& options, double forward, double backward,
+                             double transfer);
+
+enum class PipelineOpKind { kForward, kBackward };
+
+struct PipelineOp {
+  PipelineOpKind kind;
+  int stage;        // virtual stage, 0..P*v-1
+  int micro_batch;  // 0..B-1
+  double start = 0;
+  double end = 0;
+};
+
+struct PipelineTimeline {
+  // Per device, its ops in the order it runs them.
+  std::vector<std::vector<PipelineOp>> devices;
+  // The end of the last op.
+  double step_seconds = 0;
+  // Per device, the share of [0, step_seconds] it is idle.
+  std::vector<double> bubble_fraction;
+  // Per virtual stage, the most micro-batches in flight at once.
+  std::vector<int> peak_in_flight;
+};
+
+// Per device, the order of its ops (start and end left 0). The options must
+// pass CheckAndSetup().
+std::vector<std::vector<PipelineOp>> ScheduleOrder(const ScheduleOptions& options);
+
+// INVALID_ARGUMENT when the options do not pass CheckAndSetup() or `costs`
+// does not have a finite, non-negative cost for every stage and link
+// (naming `costs.forward[3]` and the like).
+absl::StatusOr<PipelineTimeline> SimulateSchedule(const ScheduleOptions& options,
+                                                  const StageCosts& costs,
+                                                  const CancellationToken& token);
+
+}  // namespace partplan
+
+#endif  // PARTPLAN_PLANNER_TRAINING_SCHEDULE_H_

@@ -1,0 +1,258 @@
+// SimulateSchedule: the published closed forms where they hold (no transfer
+// cost, uniform stages), the transfer-cost case where they do not, the
+// activations each stage holds, and every timeline against an independent
+// computation of the same model (longest paths over the ops' dependency graph
+// in a topological order) on random heterogeneous instances.
+#include "planner/training/schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <queue>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "planner/base/status_util.h"
+
+namespace partplan {
+namespace {
+
+const CancellationToken& NoDeadline() {
+  static const CancellationToken* token = new CancellationToken(absl::InfiniteFuture());
+  return *token;
+}
+
+ScheduleOptions Options(PipelineSchedule schedule, int devices, int micro_batches,
+                        int chunks = 1) {
+  ScheduleOptions options;
+  options.schedule = schedule;
+  options.devices = devices;
+  options.micro_batches = micro_batches;
+  options.chunks_per_device = chunks;
+  return options;
+}
+
+PipelineTimeline Simulate(const ScheduleOptions& options, const StageCosts& costs) {
+  absl::StatusOr<PipelineTimeline> timeline = SimulateSchedule(options, costs, NoDeadline());
+  EXPECT_TRUE(timeline.ok()) << timeline.status();
+  return timeline.ok() ? *std::move(timeline) : PipelineTimeline();
+}
+
+// Uniform stages without transfer cost: GPipe and 1F1B both take
+// (B + P - 1)(f + b) (Narayanan et al., SC'21); stage s of 1F1B holds
+// min(P - s, B) micro-batches at once, GPipe's every stage all B.
+TEST(ScheduleTest, UniformStagesMatchTheClosedForms) {
+  for (const int p : {1, 2, 4, 5}) {
+    for (const int b : {1, 3, 4, 8}) {
+      for (const PipelineSchedule schedule : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B}) {
+        SCOPED_TRACE(testing::Message() << "P=" << p << " B=" << b << " schedule="
+                                        << static_cast<int>(schedule));
+        const ScheduleOptions options = Options(schedule, p, b);
+        const PipelineTimeline timeline =
+            Simulate(options, UniformStageCosts(options, 1.0, 2.0, 0.0));
+        EXPECT_DOUBLE_EQ(timeline.step_seconds, (b + p - 1) * 3.0);
+        for (int s = 0; s < p; ++s) {
+          EXPECT_EQ(timeline.peak_in_flight[s],
+                    schedule == PipelineSchedule::kGpipe ? b : std::min(p - s, b))
+              << "stage " << s;
+        }
+        // Every device is idle (P - 1)(f + b) of the step.
+        for (int d = 0; d < p; ++d) {
+          EXPECT_NEAR(timeline.bubble_fraction[d], (p - 1) * 3.0 / timeline.step_seconds, 1e-12);
+        }
+      }
+    }
+  }
+}
+
+// With transfers the closed form (B + P - 1)(f + b) + 2(P - 1)c is wrong for
+// 1F1B, whose steady state pays the transfers again: P = 4, B = 8, f = 1,
+// b = 2, c = 0.5 gives 41 where GPipe gives 36 (shared/design/training.md).
+TEST(ScheduleTest, TransfersCost1F1BMoreThanTheClosedForm) {
+  const ScheduleOptions one_f_one_b = Options(PipelineSchedule::k1F1B, 4, 8);
+  EXPECT_DOUBLE_EQ(Simulate(one_f_one_b, UniformStageCosts(one_f_one_b, 1, 2, 0.5)).step_seconds,
+                   41.0);
+  const ScheduleOptions gpipe = Options(PipelineSchedule::kGpipe, 4, 8);
+  EXPECT_DOUBLE_EQ(Simulate(gpipe, UniformStageCosts(gpipe, 1, 2, 0.5)).step_seconds, 36.0);
+}
+
+// Interleaved 1F1B with v chunks of a uniform model (each chunk f/v and b/v)
+// and no transfer cost: B(f + b) of work per device plus a bubble of
+// (P - 1)(f + b)/v (Narayanan et al., SC'21).
+TEST(ScheduleTest, InterleavingDividesTheBubbleByTheChunks) {
+  for (const int p : {2, 4}) {
+    for (const int v : {1, 2, 3}) {
+      for (const int rounds : {1, 2, 3}) {
+        const int b = rounds * p;
+        SCOPED_TRACE(testing::Message() << "P=" << p << " v=" << v << " B=" << b);
+        const ScheduleOptions options = Options(PipelineSchedule::kInterleaved1F1B, p, b, v);
+        const PipelineTimeline timeline =
+            Simulate(options, UniformStageCosts(options, 1.0 / v, 2.0 / v, 0.0));
+        EXPECT_NEAR(timeline.step_seconds, b * 3.0 + (p - 1) * 3.0 / v, 1e-9);
+      }
+    }
+  }
+}
+
+// Every F and B of every stage and micro-batch, once, on the stage's device;
+// each stage's F of a micro-batch before its B.
+TEST(ScheduleTest, EveryOpOnceOnItsDevice) {
+  for (const ScheduleOptions& options :
+       {Options(PipelineSchedule::kGpipe, 3, 5), Options(PipelineSchedule::k1F1B, 4, 3),
+        Options(PipelineSchedule::kInterleaved1F1B, 3, 6, 2)}) {
+    const std::vector<std::vector<PipelineOp>> order = ScheduleOrder(options);
+    std::map<std::tuple<int, int, int>, int> position;  // (kind, stage, micro-batch) -> index
+    for (int d = 0; d < options.devices; ++d) {
+      for (size_t i = 0; i < order[d].size(); ++i) {
+        const PipelineOp& op = order[d][i];
+        EXPECT_EQ(options.DeviceOf(op.stage), d);
+        EXPECT_TRUE(
+            position.emplace(std::tuple(static_cast<int>(op.kind), op.stage, op.micro_batch), i)
+                .second);
+      }
+    }
+    EXPECT_EQ(position.size(), static_cast<size_t>(2 * options.stages() * options.micro_batches));
+    for (int s = 0; s < options.stages(); ++s) {
+      for (int m = 0; m < options.micro_batches; ++m) {
+        EXPECT_LT((position[{0, s, m}]), (position[{1, s, m}]));
+      }
+    }
+  }
+}
+
+// The model computed another way: the ops as a graph (each op after the one
+// before it on its device, after its input plus the transfer), every start
+// the longest path to it, in a topological order found by Kahn's algorithm.
+double IndependentStepTime(const ScheduleOptions& options, const StageCosts& costs) {
+  const std::vector<std::vector<PipelineOp>> order = ScheduleOrder(options);
+  const int stages = options.stages();
+  const int b = options.micro_batches;
+  const auto id = [&](PipelineOpKind kind, int stage, int m) {
+    return (kind == PipelineOpKind::kForward ? 0 : stages * b) + stage * b + m;
+  };
+  const int n = 2 * stages * b;
+  std::vector<std::vector<std::pair<int, double>>> after(n);  // edges u -> (v, delay)
+  std::vector<int> indegree(n, 0);
+  std::vector<double> cost(n, 0);
+  const auto edge = [&](int u, int v, double delay) {
+    after[u].push_back({v, delay});
+    ++indegree[v];
+  };
+  for (const std::vector<PipelineOp>& ops : order) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const PipelineOp& op = ops[i];
+      const int v = id(op.kind, op.stage, op.micro_batch);
+      cost[v] = op.kind == PipelineOpKind::kForward ? costs.forward[op.stage]
+                                                    : costs.backward[op.stage];
+      if (i > 0) edge(id(ops[i - 1].kind, ops[i - 1].stage, ops[i - 1].micro_batch), v, 0);
+      if (op.kind == PipelineOpKind::kForward && op.stage > 0) {
+        edge(id(PipelineOpKind::kForward, op.stage - 1, op.micro_batch), v,
+             costs.transfer[op.stage - 1]);
+      }
+      if (op.kind == PipelineOpKind::kBackward) {
+        if (op.stage == stages - 1) {
+          edge(id(PipelineOpKind::kForward, op.stage, op.micro_batch), v, 0);
+        } else {
+          edge(id(PipelineOpKind::kBackward, op.stage + 1, op.micro_batch), v,
+               costs.transfer[op.stage]);
+        }
+      }
+    }
+  }
+  std::vector<double> start(n, 0);
+  std::queue<int> ready;
+  for (int v = 0; v < n; ++v) {
+    if (indegree[v] == 0) ready.push(v);
+  }
+  int done = 0;
+  double step = 0;
+  while (!ready.empty()) {
+    const int u = ready.front();
+    ready.pop();
+    ++done;
+    const double end = start[u] + cost[u];
+    step = std::max(step, end);
+    for (const auto& [v, delay] : after[u]) {
+      start[v] = std::max(start[v], end + delay);
+      if (--indegree[v] == 0) ready.push(v);
+    }
+  }
+  EXPECT_EQ(done, n) << "the dependency graph has a cycle";
+  return step;
+}
+
+// Random heterogeneous stages and links, every schedule: the timeline agrees
+// with the independent computation, each op starts once its device is free
+// and its input has arrived, and no device runs two ops at once.
+TEST(ScheduleTest, AgreesWithAnIndependentComputationOnRandomInstances) {
+  std::mt19937 random(7);
+  std::uniform_real_distribution<double> seconds(0.0, 3.0);
+  int instances = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const int p = 1 + static_cast<int>(random() % 5);
+    const PipelineSchedule schedule = static_cast<PipelineSchedule>(random() % 3);
+    const int v = schedule == PipelineSchedule::kInterleaved1F1B ? 1 + random() % 3 : 1;
+    const int b = schedule == PipelineSchedule::kInterleaved1F1B ? p * (1 + random() % 3)
+                                                                  : 1 + random() % 9;
+    const ScheduleOptions options = Options(schedule, p, b, v);
+    StageCosts costs;
+    for (int s = 0; s < options.stages(); ++s) {
+      costs.forward.push_back(seconds(random));
+      costs.backward.push_back(seconds(random));
+      if (s > 0) costs.transfer.push_back(random() % 3 == 0 ? 0.0 : seconds(random) / 2);
+    }
+    SCOPED_TRACE(testing::Message() << "trial " << trial << ": P=" << p << " B=" << b
+                                    << " v=" << v << " schedule=" << static_cast<int>(schedule));
+    const PipelineTimeline timeline = Simulate(options, costs);
+    EXPECT_NEAR(timeline.step_seconds, IndependentStepTime(options, costs), 1e-9);
+    for (const std::vector<PipelineOp>& ops : timeline.devices) {
+      for (size_t i = 1; i < ops.size(); ++i) {
+        EXPECT_GE(ops[i].start, ops[i - 1].end - 1e-12);
+      }
+    }
+    ++instances;
+  }
+  EXPECT_EQ(instances, 600);
+}
+
+TEST(ScheduleTest, BadOptionsAndCostsNameTheirField) {
+  const auto field_of = [](const ScheduleOptions& options, const StageCosts& costs) {
+    const absl::Status status = SimulateSchedule(options, costs, NoDeadline()).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    return InvalidFieldPath(status).value_or("");
+  };
+  const ScheduleOptions good = Options(PipelineSchedule::k1F1B, 2, 2);
+  const StageCosts costs = UniformStageCosts(good, 1, 2, 0);
+  EXPECT_EQ(field_of(Options(PipelineSchedule::k1F1B, 0, 2), costs), "devices");
+  EXPECT_EQ(field_of(Options(PipelineSchedule::k1F1B, 2, 0), costs), "micro_batches");
+  EXPECT_EQ(field_of(Options(PipelineSchedule::k1F1B, 2, 2, 2), costs), "chunks_per_device");
+  EXPECT_EQ(field_of(Options(PipelineSchedule::kInterleaved1F1B, 2, 3, 2), costs),
+            "micro_batches");
+  EXPECT_EQ(field_of(Options(PipelineSchedule::kInterleaved1F1B, 2, 2, 0), costs),
+            "chunks_per_device");
+  EXPECT_EQ(field_of(Options(PipelineSchedule::kGpipe, 1 << 14, 1 << 14), costs),
+            "micro_batches");
+  StageCosts bad = costs;
+  bad.forward[1] = std::nan("");
+  EXPECT_EQ(field_of(good, bad), "costs.forward[1]");
+  bad = costs;
+  bad.backward[0] = -1;
+  EXPECT_EQ(field_of(good, bad), "costs.backward[0]");
+  bad = costs;
+  bad.transfer.push_back(0);
+  EXPECT_EQ(field_of(good, bad), "costs.transfer");
+}
+
+TEST(ScheduleTest, StopsWhenTheTokenFires) {
+  const ScheduleOptions options = Options(PipelineSchedule::k1F1B, 64, 4096);
+  CancellationToken token(absl::InfiniteFuture());
+  token.Cancel();
+  EXPECT_EQ(SimulateSchedule(options, UniformStageCosts(options, 1, 2, 0.1), token).status().code(),
+            absl::StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace partplan
