@@ -65,10 +65,10 @@ absl::Status ScheduleOptions::CheckAndSetup() const {
         "micro_batches", absl::StrCat("the interleaved schedule needs a multiple of the ",
                                       devices, " devices, got ", micro_batches));
   }
-  if (int64_t{2} * devices * chunks_per_device * micro_batches > kMaxScheduledOps) {
+  if (int64_t{3} * devices * chunks_per_device * micro_batches > kMaxScheduledOps) {
     return InvalidFieldError("micro_batches",
                              absl::StrCat("devices x chunks x micro-batches is above ",
-                                          kMaxScheduledOps / 2));
+                                          kMaxScheduledOps / 3));
   }
   return absl::OkStatus();
 }
@@ -90,7 +90,7 @@ std::vector<std::vector<PipelineOp>> ScheduleOrder(const ScheduleOptions& option
   std::vector<std::vector<PipelineOp>> order(p);
   for (int d = 0; d < p; ++d) {
     std::vector<PipelineOp>& ops = order[d];
-    ops.reserve(static_cast<size_t>(2) * v * b);
+    ops.reserve(static_cast<size_t>(3) * v * b);
     switch (options.schedule) {
       case PipelineSchedule::kGpipe:
         for (int m = 0; m < b; ++m) ops.push_back({PipelineOpKind::kForward, d, m});
@@ -101,6 +101,28 @@ std::vector<std::vector<PipelineOp>> ScheduleOrder(const ScheduleOptions& option
             b, p - d - 1, [d](int k) { return PipelineOp{PipelineOpKind::kForward, d, k}; },
             [d](int k) { return PipelineOp{PipelineOpKind::kBackward, d, k}; }, &ops);
         break;
+      case PipelineSchedule::kZeroBubbleH1: {
+        int f = 0, bwd = 0, w = 0;
+        const auto forward = [&] { ops.push_back({PipelineOpKind::kForward, d, f++}); };
+        const auto backward = [&] { ops.push_back({PipelineOpKind::kBackward, d, bwd++}); };
+        const auto weight = [&] { ops.push_back({PipelineOpKind::kWeight, d, w++}); };
+        for (int k = 0; k < std::min(p - d - 1, b); ++k) forward();
+        for (int k = 0; k < d && f < b; ++k) {
+          forward();
+          backward();
+        }
+        while (f < b) {
+          forward();
+          backward();
+          weight();
+        }
+        while (bwd < b) {
+          backward();
+          weight();
+        }
+        while (w < b) weight();
+        break;
+      }
       case PipelineSchedule::kInterleaved1F1B: {
         // The k-th forward takes chunk (k / P) % v and micro-batch
         // (k / (P v)) P + k % P; the k-th backward the same micro-batch of
@@ -131,6 +153,11 @@ absl::StatusOr<PipelineTimeline> SimulateSchedule(const ScheduleOptions& options
   const int b = options.micro_batches;
   PARTPLAN_RETURN_IF_ERROR(CheckCosts("forward", costs.forward, stages));
   PARTPLAN_RETURN_IF_ERROR(CheckCosts("backward", costs.backward, stages));
+  if (!costs.weight.empty()) PARTPLAN_RETURN_IF_ERROR(CheckCosts("weight", costs.weight, stages));
+  const bool split_backward = options.schedule == PipelineSchedule::kZeroBubbleH1;
+  const auto weight_cost = [&costs](int stage) {
+    return costs.weight.empty() ? 0.0 : costs.weight[stage];
+  };
   PARTPLAN_RETURN_IF_ERROR(CheckCosts("transfer", costs.transfer, stages - 1));
 
   PipelineTimeline timeline;
@@ -144,6 +171,10 @@ absl::StatusOr<PipelineTimeline> SimulateSchedule(const ScheduleOptions& options
 
   // When `op`'s input is ready, or kNotYet.
   const auto ready = [&](const PipelineOp& op) -> double {
+    if (op.kind == PipelineOpKind::kWeight) {
+      const double own_backward = backward_end[at(op.stage, op.micro_batch)];
+      return own_backward;  // kNotYet until then
+    }
     if (op.kind == PipelineOpKind::kForward) {
       if (op.stage == 0) return 0;
       const double before = forward_end[at(op.stage - 1, op.micro_batch)];
@@ -181,18 +212,25 @@ absl::StatusOr<PipelineTimeline> SimulateSchedule(const ScheduleOptions& options
       PipelineOp& op = ops[next[d]];
       const double input = ready(op);
       if (input == kNotYet) break;
-      const bool forward = op.kind == PipelineOpKind::kForward;
       op.start = std::max(free_at[d], input);
-      op.end = op.start + (forward ? costs.forward[op.stage] : costs.backward[op.stage]);
+      switch (op.kind) {
+        case PipelineOpKind::kForward:
+          op.end = op.start + costs.forward[op.stage];
+          forward_end[at(op.stage, op.micro_batch)] = op.end;
+          if (op.stage + 1 < stages) wake(op.stage + 1);
+          break;
+        case PipelineOpKind::kBackward:
+          op.end = op.start + costs.backward[op.stage] +
+                   (split_backward ? 0.0 : weight_cost(op.stage));
+          backward_end[at(op.stage, op.micro_batch)] = op.end;
+          if (op.stage > 0) wake(op.stage - 1);
+          break;
+        case PipelineOpKind::kWeight:
+          op.end = op.start + weight_cost(op.stage);
+          break;
+      }
       free_at[d] = op.end;
       ++next[d];
-      if (forward) {
-        forward_end[at(op.stage, op.micro_batch)] = op.end;
-        if (op.stage + 1 < stages) wake(op.stage + 1);
-      } else {
-        backward_end[at(op.stage, op.micro_batch)] = op.end;
-        if (op.stage > 0) wake(op.stage - 1);
-      }
     }
   }
   for (int d = 0; d < p; ++d) {
@@ -203,19 +241,30 @@ absl::StatusOr<PipelineTimeline> SimulateSchedule(const ScheduleOptions& options
   }
 
   // A device's ops never overlap, so its order is time order: a micro-batch
-  // joins its stage when its F starts and leaves when its B ends.
+  // joins its stage when its F starts and leaves when its B (or W) ends.
   timeline.peak_in_flight.assign(stages, 0);
+  timeline.peak_until_weight.assign(stages, 0);
   timeline.bubble_fraction.assign(p, 0);
-  std::vector<int> in_flight(stages, 0);
+  std::vector<int> until_backward(stages, 0);
+  std::vector<int> until_weight(stages, 0);
   for (int d = 0; d < p; ++d) {
     double busy = 0;
     for (const PipelineOp& op : timeline.devices[d]) {
       busy += op.end - op.start;
-      if (op.kind == PipelineOpKind::kForward) {
-        timeline.peak_in_flight[op.stage] =
-            std::max(timeline.peak_in_flight[op.stage], ++in_flight[op.stage]);
-      } else {
-        --in_flight[op.stage];
+      const int s = op.stage;
+      switch (op.kind) {
+        case PipelineOpKind::kForward:
+          timeline.peak_in_flight[s] = std::max(timeline.peak_in_flight[s], ++until_backward[s]);
+          timeline.peak_until_weight[s] =
+              std::max(timeline.peak_until_weight[s], ++until_weight[s]);
+          break;
+        case PipelineOpKind::kBackward:
+          --until_backward[s];
+          if (!split_backward) --until_weight[s];
+          break;
+        case PipelineOpKind::kWeight:
+          --until_weight[s];
+          break;
       }
     }
     if (timeline.step_seconds > 0) {

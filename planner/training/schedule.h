@@ -25,15 +25,24 @@
 //     k of device d being virtual stage k*P + d; B a multiple of P; a warm-up
 //     of min(2(P - d - 1) + (v - 1)P, B*v) F, then F and B alternating, F
 //     taking chunks 0..v-1 and B chunks v-1..0 in turns of P micro-batches.
+//   - ZB-H1 (Qi et al., ICLR 2024, "Zero Bubble Pipeline Parallelism"; the
+//     H1 order of DeepSpeed's ZeroBubbleH1Pipeline with exact semantics): the
+//     backward split into B, the input gradient, and W, the weight gradient.
+//     A warm-up of min(P - d - 1, B) F; then d rounds of F, B; then rounds of
+//     F, B, W while forwards remain; then B, W; then the W left, each W for
+//     the oldest micro-batch whose B is done.
+// The other schedules run a stage's B and W as one backward op of both
+// costs.
 //
 // The model of one op: it starts when its device has finished the op before
 // it in the device's order and its input has arrived. F of virtual stage c
 // needs F of stage c - 1 to have ended and its activations to have crossed
 // the link (transfer[c - 1] seconds); B of stage c needs B of stage c + 1 and
 // the gradient's transfer back (the same seconds), and the last stage's B
-// needs its own F. Transfers overlap with compute and do not contend. A
-// micro-batch is in flight on a stage from the start of its F to the end of
-// its B: its saved activations are alive that long.
+// needs its own F; W needs its stage's B. Transfers overlap with compute and
+// do not contend. A micro-batch is in flight on a stage from the start of its
+// F to the end of its B; the inputs W needs are alive until W ends, so under
+// ZB-H1 a stage holds more micro-batches until W than until B.
 //
 // O(P*v*B) time and memory; polls the token as it goes.
 #ifndef PARTPLAN_PLANNER_TRAINING_SCHEDULE_H_
@@ -47,7 +56,7 @@
 
 namespace partplan {
 
-enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved1F1B };
+enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved1F1B, kZeroBubbleH1 };
 
 struct ScheduleOptions {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
@@ -57,8 +66,8 @@ struct ScheduleOptions {
 
   // INVALID_ARGUMENT naming the field (`devices`, `micro_batches`,
   // `chunks_per_device`) unless P >= 1, B >= 1, v >= 1, v == 1 but for the
-  // interleaved schedule, whose B must be a multiple of P; and P * v * B at
-  // most kMaxScheduledOps.
+  // interleaved schedule, whose B must be a multiple of P; and 3 * P * v * B
+  // at most kMaxScheduledOps.
   absl::Status CheckAndSetup() const;
 
   // Virtual stages: P * v.
@@ -66,15 +75,17 @@ struct ScheduleOptions {
   // The device of virtual stage `stage`.
   int DeviceOf(int stage) const { return stage % devices; }
 
-  // Bounds a schedule's memory: F and B of every stage and micro-batch.
+  // Bounds a schedule's memory: F, B and W of every stage and micro-batch.
   static constexpr int64_t kMaxScheduledOps = int64_t{1} << 26;
 };
 
-// Seconds per virtual stage (forward[c], backward[c]) and per link between
-// stage c and c + 1 (transfer[c], one fewer than stages).
+// Seconds per virtual stage and per link between stage c and c + 1
+// (transfer[c], one fewer than stages). backward[c] is the input gradient's
+// share of the backward and weight[c] the weight gradient's (empty: none).
 struct StageCosts {
   std::vector<double> forward;
   std::vector<double> backward;
+  std::vector<double> weight;
   std::vector<double> transfer;
 };
 
@@ -82,7 +93,7 @@ struct StageCosts {
 StageCosts UniformStageCosts(const ScheduleOptions& options, double forward, double backward,
                              double transfer);
 
-enum class PipelineOpKind { kForward, kBackward };
+enum class PipelineOpKind { kForward, kBackward, kWeight };
 
 struct PipelineOp {
   PipelineOpKind kind;
@@ -99,8 +110,10 @@ struct PipelineTimeline {
   double step_seconds = 0;
   // Per device, the share of [0, step_seconds] it is idle.
   std::vector<double> bubble_fraction;
-  // Per virtual stage, the most micro-batches in flight at once.
+  // Per virtual stage, the most micro-batches in flight at once: from F's
+  // start to B's end, and to W's end (the same but for ZB-H1).
   std::vector<int> peak_in_flight;
+  std::vector<int> peak_until_weight;
 };
 
 // Per device, the order of its ops (start and end left 0). The options must
@@ -109,7 +122,7 @@ std::vector<std::vector<PipelineOp>> ScheduleOrder(const ScheduleOptions& option
 
 // INVALID_ARGUMENT when the options do not pass CheckAndSetup() or `costs`
 // does not have a finite, non-negative cost for every stage and link
-// (naming `costs.forward[3]` and the like).
+// (naming `costs.forward[3]` and the like; `weight` may be empty).
 absl::StatusOr<PipelineTimeline> SimulateSchedule(const ScheduleOptions& options,
                                                   const StageCosts& costs,
                                                   const CancellationToken& token);

@@ -97,12 +97,55 @@ TEST(ScheduleTest, InterleavingDividesTheBubbleByTheChunks) {
   }
 }
 
+// ZB-H1 with uniform F, B and W and no transfer cost: B(F + B + W) of work
+// per device plus a bubble of (P - 1)(F + B - W) while W <= B, and of
+// (P - 1)F once W > B (Qi et al., ICLR 2024; shared/design/training.md). Until
+// B ends stage s holds min(P - s, B) micro-batches, as under 1F1B; until W
+// ends every stage holds min(P, B).
+TEST(ScheduleTest, ZeroBubbleH1MatchesItsBubbleAndMemory) {
+  for (const int p : {2, 3, 4}) {
+    for (const int b : {1, 2, 4, 8}) {
+      for (const auto& [f, bwd, w] :
+           {std::tuple(1.0, 1.0, 1.0), std::tuple(2.0, 1.5, 0.5), std::tuple(1.0, 1.0, 2.0)}) {
+        SCOPED_TRACE(testing::Message() << "P=" << p << " B=" << b << " F=" << f << " B=" << bwd
+                                        << " W=" << w);
+        const ScheduleOptions options = Options(PipelineSchedule::kZeroBubbleH1, p, b);
+        StageCosts costs = UniformStageCosts(options, f, bwd, 0.0);
+        costs.weight.assign(p, w);
+        const PipelineTimeline timeline = Simulate(options, costs);
+        if (b >= p) {
+          const double bubble = w <= bwd ? (p - 1) * (f + bwd - w) : (p - 1) * f;
+          EXPECT_DOUBLE_EQ(timeline.step_seconds, b * (f + bwd + w) + bubble);
+        }
+        for (int s = 0; s < p; ++s) {
+          EXPECT_EQ(timeline.peak_in_flight[s], std::min(p - s, b)) << "stage " << s;
+          EXPECT_EQ(timeline.peak_until_weight[s], std::min(p, b)) << "stage " << s;
+        }
+      }
+    }
+  }
+}
+
+// The other schedules run W inside B: their step is that of a backward of
+// B + W.
+TEST(ScheduleTest, WithoutASplitTheWeightGradientIsPartOfTheBackward) {
+  const ScheduleOptions options = Options(PipelineSchedule::k1F1B, 4, 8);
+  StageCosts split = UniformStageCosts(options, 1, 1.5, 0.5);
+  split.weight.assign(4, 0.5);
+  const PipelineTimeline timeline = Simulate(options, split);
+  EXPECT_DOUBLE_EQ(timeline.step_seconds,
+                   Simulate(options, UniformStageCosts(options, 1, 2, 0.5)).step_seconds);
+  EXPECT_EQ(timeline.peak_until_weight, timeline.peak_in_flight);
+}
+
 // Every F and B of every stage and micro-batch, once, on the stage's device;
 // each stage's F of a micro-batch before its B.
 TEST(ScheduleTest, EveryOpOnceOnItsDevice) {
   for (const ScheduleOptions& options :
        {Options(PipelineSchedule::kGpipe, 3, 5), Options(PipelineSchedule::k1F1B, 4, 3),
-        Options(PipelineSchedule::kInterleaved1F1B, 3, 6, 2)}) {
+        Options(PipelineSchedule::kInterleaved1F1B, 3, 6, 2),
+        Options(PipelineSchedule::kZeroBubbleH1, 4, 6),
+        Options(PipelineSchedule::kZeroBubbleH1, 4, 2)}) {
     const std::vector<std::vector<PipelineOp>> order = ScheduleOrder(options);
     std::map<std::tuple<int, int, int>, int> position;  // (kind, stage, micro-batch) -> index
     for (int d = 0; d < options.devices; ++d) {
@@ -114,10 +157,15 @@ TEST(ScheduleTest, EveryOpOnceOnItsDevice) {
                 .second);
       }
     }
-    EXPECT_EQ(position.size(), static_cast<size_t>(2 * options.stages() * options.micro_batches));
+    const bool split = options.schedule == PipelineSchedule::kZeroBubbleH1;
+    EXPECT_EQ(position.size(),
+              static_cast<size_t>((split ? 3 : 2) * options.stages() * options.micro_batches));
     for (int s = 0; s < options.stages(); ++s) {
       for (int m = 0; m < options.micro_batches; ++m) {
         EXPECT_LT((position[{0, s, m}]), (position[{1, s, m}]));
+        if (split) {
+          EXPECT_LT((position[{1, s, m}]), (position[{2, s, m}]));
+        }
       }
     }
   }
@@ -130,10 +178,11 @@ double IndependentStepTime(const ScheduleOptions& options, const StageCosts& cos
   const std::vector<std::vector<PipelineOp>> order = ScheduleOrder(options);
   const int stages = options.stages();
   const int b = options.micro_batches;
+  const bool split = options.schedule == PipelineSchedule::kZeroBubbleH1;
   const auto id = [&](PipelineOpKind kind, int stage, int m) {
-    return (kind == PipelineOpKind::kForward ? 0 : stages * b) + stage * b + m;
+    return static_cast<int>(kind) * stages * b + stage * b + m;
   };
-  const int n = 2 * stages * b;
+  const int n = 3 * stages * b;
   std::vector<std::vector<std::pair<int, double>>> after(n);  // edges u -> (v, delay)
   std::vector<int> indegree(n, 0);
   std::vector<double> cost(n, 0);
@@ -145,8 +194,14 @@ double IndependentStepTime(const ScheduleOptions& options, const StageCosts& cos
     for (size_t i = 0; i < ops.size(); ++i) {
       const PipelineOp& op = ops[i];
       const int v = id(op.kind, op.stage, op.micro_batch);
-      cost[v] = op.kind == PipelineOpKind::kForward ? costs.forward[op.stage]
-                                                    : costs.backward[op.stage];
+      const double weight = costs.weight.empty() ? 0.0 : costs.weight[op.stage];
+      cost[v] = op.kind == PipelineOpKind::kForward    ? costs.forward[op.stage]
+                : op.kind == PipelineOpKind::kWeight   ? weight
+                : split                                ? costs.backward[op.stage]
+                                                       : costs.backward[op.stage] + weight;
+      if (op.kind == PipelineOpKind::kWeight) {
+        edge(id(PipelineOpKind::kBackward, op.stage, op.micro_batch), v, 0);
+      }
       if (i > 0) edge(id(ops[i - 1].kind, ops[i - 1].stage, ops[i - 1].micro_batch), v, 0);
       if (op.kind == PipelineOpKind::kForward && op.stage > 0) {
         edge(id(PipelineOpKind::kForward, op.stage - 1, op.micro_batch), v,
@@ -162,10 +217,15 @@ double IndependentStepTime(const ScheduleOptions& options, const StageCosts& cos
       }
     }
   }
+  // Without a split there are no W ops: their ids stay out of the graph.
+  std::vector<bool> present(n, false);
+  for (const std::vector<PipelineOp>& ops : order) {
+    for (const PipelineOp& op : ops) present[id(op.kind, op.stage, op.micro_batch)] = true;
+  }
   std::vector<double> start(n, 0);
   std::queue<int> ready;
   for (int v = 0; v < n; ++v) {
-    if (indegree[v] == 0) ready.push(v);
+    if (present[v] && indegree[v] == 0) ready.push(v);
   }
   int done = 0;
   double step = 0;
@@ -180,11 +240,12 @@ double IndependentStepTime(const ScheduleOptions& options, const StageCosts& cos
       if (--indegree[v] == 0) ready.push(v);
     }
   }
-  EXPECT_EQ(done, n) << "the dependency graph has a cycle";
+  EXPECT_EQ(done, static_cast<int>(std::count(present.begin(), present.end(), true)))
+      << "the dependency graph has a cycle";
   return step;
 }
 
-// Random heterogeneous stages and links, every schedule: the timeline agrees
+// Random heterogeneous stages, weight gradients and links, every schedule: the timeline agrees
 // with the independent computation, each op starts once its device is free
 // and its input has arrived, and no device runs two ops at once.
 TEST(ScheduleTest, AgreesWithAnIndependentComputationOnRandomInstances) {
@@ -193,7 +254,7 @@ TEST(ScheduleTest, AgreesWithAnIndependentComputationOnRandomInstances) {
   int instances = 0;
   for (int trial = 0; trial < 600; ++trial) {
     const int p = 1 + static_cast<int>(random() % 5);
-    const PipelineSchedule schedule = static_cast<PipelineSchedule>(random() % 3);
+    const PipelineSchedule schedule = static_cast<PipelineSchedule>(random() % 4);
     const int v = schedule == PipelineSchedule::kInterleaved1F1B ? 1 + random() % 3 : 1;
     const int b = schedule == PipelineSchedule::kInterleaved1F1B ? p * (1 + random() % 3)
                                                                   : 1 + random() % 9;
@@ -202,6 +263,7 @@ TEST(ScheduleTest, AgreesWithAnIndependentComputationOnRandomInstances) {
     for (int s = 0; s < options.stages(); ++s) {
       costs.forward.push_back(seconds(random));
       costs.backward.push_back(seconds(random));
+      costs.weight.push_back(seconds(random) / 2);
       if (s > 0) costs.transfer.push_back(random() % 3 == 0 ? 0.0 : seconds(random) / 2);
     }
     SCOPED_TRACE(testing::Message() << "trial " << trial << ": P=" << p << " B=" << b
@@ -241,6 +303,9 @@ TEST(ScheduleTest, BadOptionsAndCostsNameTheirField) {
   bad = costs;
   bad.backward[0] = -1;
   EXPECT_EQ(field_of(good, bad), "costs.backward[0]");
+  bad = costs;
+  bad.weight = {0.5};
+  EXPECT_EQ(field_of(good, bad), "costs.weight");
   bad = costs;
   bad.transfer.push_back(0);
   EXPECT_EQ(field_of(good, bad), "costs.transfer");
