@@ -44,6 +44,11 @@
 // F to the end of its B; the inputs W needs are alive until W ends, so under
 // ZB-H1 a stage holds more micro-batches until W than until B.
 //
+// Without transfer costs GPipe's step decomposes: sum(f) + (B - 1) max(f) +
+// sum(b) + (B - 1) max(b), over the stages' costs. 1F1B's does not (P = B = 2,
+// stage costs (f, b) of (2, 1) and (1, 1): 7, where the same form gives 8),
+// so a planner for it has to simulate (schedule_test checks both).
+//
 // O(P*v*B) time and memory; polls the token as it goes.
 #ifndef PARTPLAN_PLANNER_TRAINING_SCHEDULE_H_
 #define PARTPLAN_PLANNER_TRAINING_SCHEDULE_H_

@@ -79,6 +79,36 @@ TEST(ScheduleTest, TransfersCost1F1BMoreThanTheClosedForm) {
   EXPECT_DOUBLE_EQ(Simulate(gpipe, UniformStageCosts(gpipe, 1, 2, 0.5)).step_seconds, 36.0);
 }
 
+// GPipe without transfer costs is a grid: its step time decomposes into
+// sum(f) + (B - 1) max(f) + sum(b) + (B - 1) max(b) for any stage costs, so a
+// planner may optimise those terms. 1F1B's does not decompose so (its order
+// is not a grid): with P = B = 2, stage costs (f, b) = (2, 1) and (1, 1), it
+// takes 7 where sum(f + b) + (B - 1) max(f + b) gives 8.
+TEST(ScheduleTest, OnlyGpipeDecomposesWithoutTransfers) {
+  std::mt19937 random(11);
+  std::uniform_real_distribution<double> seconds(0.1, 3.0);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const ScheduleOptions options =
+        Options(PipelineSchedule::kGpipe, 1 + random() % 6, 1 + random() % 10);
+    StageCosts costs = UniformStageCosts(options, 0, 0, 0);
+    double sum = 0, most_forward = 0, most_backward = 0;
+    for (int s = 0; s < options.stages(); ++s) {
+      costs.forward[s] = seconds(random);
+      costs.backward[s] = seconds(random);
+      sum += costs.forward[s] + costs.backward[s];
+      most_forward = std::max(most_forward, costs.forward[s]);
+      most_backward = std::max(most_backward, costs.backward[s]);
+    }
+    EXPECT_NEAR(Simulate(options, costs).step_seconds,
+                sum + (options.micro_batches - 1) * (most_forward + most_backward), 1e-9)
+        << "trial " << trial;
+  }
+  const ScheduleOptions one_f_one_b = Options(PipelineSchedule::k1F1B, 2, 2);
+  StageCosts costs = UniformStageCosts(one_f_one_b, 1, 1, 0);
+  costs.forward[0] = 2;
+  EXPECT_DOUBLE_EQ(Simulate(one_f_one_b, costs).step_seconds, 7.0);
+}
+
 // Interleaved 1F1B with v chunks of a uniform model (each chunk f/v and b/v)
 // and no transfer cost: B(f + b) of work per device plus a bubble of
 // (P - 1)(f + b)/v (Narayanan et al., SC'21).
