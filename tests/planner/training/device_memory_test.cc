@@ -12,24 +12,10 @@
 
 #include "gtest/gtest.h"
 #include "planner/base/status_util.h"
+#include "tests/planner/training/schedule_options.h"
 
 namespace partplan {
 namespace {
-
-const CancellationToken& NoDeadline() {
-  static const CancellationToken* token = new CancellationToken(absl::InfiniteFuture());
-  return *token;
-}
-
-ScheduleOptions Options(PipelineSchedule schedule, int devices, int micro_batches,
-                        int chunks = 1) {
-  ScheduleOptions options;
-  options.schedule = schedule;
-  options.devices = devices;
-  options.micro_batches = micro_batches;
-  options.chunks_per_device = chunks;
-  return options;
-}
 
 std::vector<DeviceMemory> MemoryOf(const ScheduleOptions& options,
                                    const std::vector<StageFootprint>& stages,

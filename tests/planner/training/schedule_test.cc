@@ -16,24 +16,10 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "planner/base/status_util.h"
+#include "tests/planner/training/schedule_options.h"
 
 namespace partplan {
 namespace {
-
-const CancellationToken& NoDeadline() {
-  static const CancellationToken* token = new CancellationToken(absl::InfiniteFuture());
-  return *token;
-}
-
-ScheduleOptions Options(PipelineSchedule schedule, int devices, int micro_batches,
-                        int chunks = 1) {
-  ScheduleOptions options;
-  options.schedule = schedule;
-  options.devices = devices;
-  options.micro_batches = micro_batches;
-  options.chunks_per_device = chunks;
-  return options;
-}
 
 PipelineTimeline Simulate(const ScheduleOptions& options, const StageCosts& costs) {
   absl::StatusOr<PipelineTimeline> timeline = SimulateSchedule(options, costs, NoDeadline());
