@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -191,10 +192,17 @@ absl::Status MapPartitionsToDevices(const CompactGraph& graph, const DeviceList&
     }
     if (chosen < 0) {
       const int64_t most_room = by_room.empty() ? 0 : std::get<0>(*by_room.rbegin());
-      return absl::FailedPreconditionError(absl::StrCat(
+      const std::string needs = absl::StrCat(
           "cannot place every partition on a device: partition ", p, " (first node '",
-          graph.name(partition.nodes.front()), "') needs ", partition.memory_bytes,
-          " bytes and the device with the most room left has ", most_room));
+          graph.name(partition.nodes.front()), "') needs ", partition.memory_bytes, " bytes");
+      // The partitions placed before hold copies of the graph inputs they
+      // read, which can take a device past its memory.
+      return absl::FailedPreconditionError(
+          most_room >= 0
+              ? absl::StrCat(needs, " and the device with the most room left has ", most_room)
+              : absl::StrCat(needs, " and every device is already over its memory with the ",
+                             "partitions placed before it (the least full by ", -most_room,
+                             " bytes)"));
     }
     partition.logical_device_ids.push_back(devices[chosen].logical_id);
     if (chosen_bytes == 0) {  // room unchanged: the device keeps its place

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "planner/api/entry_points.h"
 #include "planner/base/status_util.h"
+#include "tests/bench/synthetic_graphs.h"
 #include "tests/planner/fixture_files.h"
 #include "tests/planner/test_graphs.h"
 
@@ -215,6 +216,20 @@ TEST(PlacedPlanTest, CostAwareNamesTheFigureThatMakesTimesInfinite) {
   EXPECT_EQ(InvalidFieldPath(response.status()).value_or(""),
             "devices.transfer_rate_bytes_per_second")
       << response.status();
+}
+
+// When the partitions COST_AWARE placed already take every device past its
+// memory (they hold copies of the graph inputs they read), the partition
+// left over is refused saying so, not with a negative room left.
+TEST(PlacedPlanTest, DevicesAlreadyOverTheirMemoryAreSaidToBe) {
+  v1::PartitionGraphRequest request = PartitionRequest(SyntheticGraph(GraphShape::kChain, 20), 8);
+  request.mutable_config()->set_mode(v1::PartitionerConfig::COST_AWARE);
+  const absl::Status status =
+      PartitionGraph(request, InputLimits(), CancellationToken(absl::InfiniteFuture())).status();
+  ASSERT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(std::string(status.message()),
+              ::testing::HasSubstr("every device is already over its memory"));
+  EXPECT_THAT(std::string(status.message()), ::testing::Not(::testing::HasSubstr("has -")));
 }
 
 }  // namespace
