@@ -1,5 +1,6 @@
 #include "planner/api/planner_request.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -16,20 +17,27 @@ const google::protobuf::FieldDescriptor& GraphField(const google::protobuf::Mess
   return *request.GetDescriptor()->FindFieldByName("graph");
 }
 
+// `failure`, why a request of `rpc` did not parse, naming the message it
+// should have been.
+absl::Status Unparsable(const PlannerRpcMethod& rpc, const absl::Status& failure) {
+  return InvalidFieldError(InvalidFieldPath(failure).value_or(""),
+                           absl::StrCat(InvalidFieldDescription(failure),
+                                        ", the request message of /", kPlannerServiceName, "/",
+                                        rpc.name));
+}
+
 }  // namespace
 
-PlannerRequest::PlannerRequest(google::protobuf::Message* message, GraphSource graph,
-                               std::optional<ChunkedBytes> graph_bytes)
+PlannerRequest::PlannerRequest(google::protobuf::Message* message, GraphSource graph)
     : message_(message),
       graph_(std::move(graph)),
-      graph_bytes_(std::move(graph_bytes)),
       imported_nodes_(std::make_unique<int64_t>(-1)) {
   graph_.set_node_count_out(imported_nodes_.get());
 }
 
 int64_t PlannerRequest::CountNodes() const {
   if (*imported_nodes_ >= 0) return *imported_nodes_;
-  if (graph_bytes_.has_value()) return CountSerializedNodes(*graph_bytes_);
+  if (graph_.parsed() == nullptr) return CountSerializedNodes(graph_.serialized());
   return graph_.parsed()->nodes_size();
 }
 
@@ -47,34 +55,24 @@ absl::StatusOr<PlannerRequest> ReadPlannerRequest(const PlannerRpcMethod& rpc,
                                                   google::protobuf::Arena* arena) {
   const google::protobuf::Message& prototype = rpc.request_prototype();
   google::protobuf::Message* request = prototype.New(arena);
+  if (bytes == nullptr) {
+    return Unparsable(rpc, InvalidFieldError("", absl::StrCat(
+                                                 "the call carried no message; expected a ",
+                                                 prototype.GetDescriptor()->full_name())));
+  }
   // The fields but the graph parsed, the graph's bytes kept.
-  if (bytes != nullptr) {
-    std::string rest;
-    std::optional<ChunkedBytes> graph_bytes =
-        ExtractField(*bytes, GraphField(prototype).number(), &rest);
-    if (graph_bytes.has_value() && request->ParseFromString(rest)) {
-      GraphSource graph = GraphSource::Serialized(*graph_bytes);
-      return PlannerRequest(request, std::move(graph), std::move(graph_bytes));
-    }
-    request->Clear();
+  if (std::optional<ChunkedBytes> graph = ParseAllButGraph(*bytes, request)) {
+    return PlannerRequest(request, GraphSource::Serialized(*std::move(graph)));
   }
   // Parsed whole, to read a graph sent in pieces or to say what is wrong.
-  std::optional<ChunkedInputStream> whole;
-  if (bytes != nullptr) whole.emplace(*bytes);
-  if (bytes == nullptr || !request->ParseFromZeroCopyStream(&*whole)) {
-    const absl::Status failure =
-        bytes != nullptr
-            ? ParseFailure(*prototype.GetDescriptor(), *bytes)
-            : InvalidFieldError("", absl::StrCat("the call carried no message; expected a ",
-                                                 prototype.GetDescriptor()->full_name()));
-    return InvalidFieldError(InvalidFieldPath(failure).value_or(""),
-                             absl::StrCat(InvalidFieldDescription(failure),
-                                          ", the request message of /", kPlannerServiceName,
-                                          "/", rpc.name));
+  request->Clear();
+  ChunkedInputStream whole(*bytes);
+  if (!request->ParseFromZeroCopyStream(&whole)) {
+    return Unparsable(rpc, ParseFailure(*prototype.GetDescriptor(), *bytes));
   }
   const auto& graph = static_cast<const v1::Graph&>(
       request->GetReflection()->GetMessage(*request, &GraphField(*request)));
-  return PlannerRequest(request, GraphSource(graph), std::nullopt);
+  return PlannerRequest(request, GraphSource(graph));
 }
 
 }  // namespace partplan

@@ -19,7 +19,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 
 #include "absl/status/statusor.h"
 #include "google/protobuf/arena.h"
@@ -50,12 +49,10 @@ class PlannerRequest {
   friend absl::StatusOr<PlannerRequest> ReadPlannerRequest(const PlannerRpcMethod& rpc,
                                                            const ChunkedBytes* bytes,
                                                            google::protobuf::Arena* arena);
-  PlannerRequest(google::protobuf::Message* message, GraphSource graph,
-                 std::optional<ChunkedBytes> graph_bytes);
+  PlannerRequest(google::protobuf::Message* message, GraphSource graph);
 
   google::protobuf::Message* message_;  // on the caller's arena
   GraphSource graph_;
-  std::optional<ChunkedBytes> graph_bytes_;  // when the graph was left serialised
   std::unique_ptr<int64_t> imported_nodes_;  // where ImportGraph counts; stable across moves
 };
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "partplan/v1/graph.pb.h"
@@ -159,6 +160,17 @@ std::optional<ChunkedBytes> ExtractField(const ChunkedBytes& message, int field_
   if (!split) return std::nullopt;
   if (!found.has_value()) return ChunkedBytes();
   return found;
+}
+
+std::optional<ChunkedBytes> ParseAllButGraph(const ChunkedBytes& bytes,
+                                             google::protobuf::Message* request) {
+  const google::protobuf::FieldDescriptor* graph =
+      request->GetDescriptor()->FindFieldByName("graph");
+  if (graph == nullptr) return std::nullopt;
+  std::string rest;
+  std::optional<ChunkedBytes> graph_bytes = ExtractField(bytes, graph->number(), &rest);
+  if (!graph_bytes.has_value() || !request->ParseFromString(rest)) return std::nullopt;
+  return graph_bytes;
 }
 
 int64_t CountSerializedNodes(const ChunkedBytes& graph) {

@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/io/zero_copy_stream.h"
+#include "google/protobuf/message.h"
 #include "planner/base/cancellation.h"
 
 namespace partplan {
@@ -121,16 +122,12 @@ bool SplitField(const ChunkedBytes& message, int field_number,
 std::optional<ChunkedBytes> ExtractField(const ChunkedBytes& message, int field_number,
                                          std::string* rest);
 
-// Parses every field of a serialised request but its graph into `*request`
-// and returns the graph's bytes; nullopt when the request does not split or
-// its other fields do not parse (parse it whole then, to report why).
-template <typename Request>
-std::optional<ChunkedBytes> ParseAllButGraph(const ChunkedBytes& bytes, Request* request) {
-  std::string rest;
-  std::optional<ChunkedBytes> graph = ExtractField(bytes, Request::kGraphFieldNumber, &rest);
-  if (!graph.has_value() || !request->ParseFromString(rest)) return std::nullopt;
-  return graph;
-}
+// Parses every field of a serialised request but its `graph` into
+// `*request` and returns the graph's bytes; nullopt when the request has no
+// `graph` field, does not split, or its other fields do not parse (parse it
+// whole then, to report why).
+std::optional<ChunkedBytes> ParseAllButGraph(const ChunkedBytes& bytes,
+                                             google::protobuf::Message* request);
 
 // The number of nodes a serialised v1::Graph lists (counted, not parsed), or
 // -1 when its fields do not scan.
