@@ -20,6 +20,7 @@
 #define PARTPLAN_PLANNER_API_PLANNER_RPCS_H_
 
 #include <cstddef>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
@@ -157,6 +158,17 @@ constexpr const PlannerRpcMethod& PlannerRpcOf(PlannerRpc rpc) { return kPlanner
 
 // The method name, e.g. "Validate".
 constexpr absl::string_view RpcName(PlannerRpc rpc) { return PlannerRpcOf(rpc).name; }
+
+// The method name in snake_case, e.g. "plan_data_parallel", as the clients,
+// the example requests (client/examples/<name>.json) and the fuzzers spell it.
+inline std::string SnakeCaseName(PlannerRpc rpc) {
+  std::string name;
+  for (const char c : RpcName(rpc)) {
+    if (c >= 'A' && c <= 'Z' && !name.empty()) name.push_back('_');
+    name.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+  }
+  return name;
+}
 
 namespace planner_rpcs_internal {
 constexpr bool RowsInEnumOrder() {

@@ -10,7 +10,6 @@
 #include <set>
 #include <sstream>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "partplan/v1/planner_service.pb.h"
 #include "tests/fuzz/fixture_requests.pb.h"
@@ -184,14 +183,6 @@ std::vector<std::string> SeedRequests(PlannerRpc rpc, const std::string& root) {
   }
 }
 
-std::string FuzzerName(PlannerRpc rpc) {
-  // CamelCase to snake_case.
-  std::string name;
-  for (const char c : RpcName(rpc)) {
-    if (absl::ascii_isupper(static_cast<unsigned char>(c)) && !name.empty()) name.push_back('_');
-    name.push_back(absl::ascii_tolower(static_cast<unsigned char>(c)));
-  }
-  return name;
-}
+std::string FuzzerName(PlannerRpc rpc) { return SnakeCaseName(rpc); }
 
 }  // namespace partplan::fuzz

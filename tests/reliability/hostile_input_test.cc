@@ -376,28 +376,17 @@ std::vector<HostileCase> GenericGraphRows(PlannerRpc rpc) {
       {"EmptyGraph", [](v1::Graph& g) { g.clear_nodes(); }, "graph.nodes"},
       {"DuplicateNodeName", [](v1::Graph& g) { g.mutable_nodes(3)->set_name("a"); },
        "graph.nodes[3].name"},
-      {"UnknownArgument", [](v1::Graph& g) { g.mutable_nodes(3)->mutable_args(0)->set_node("nope"); },
+      {"UnknownArgument",
+       [](v1::Graph& g) { g.mutable_nodes(3)->mutable_args(0)->set_node("nope"); },
        "graph.nodes[3].args[0]"},
   };
   std::vector<HostileCase> rows;
   for (const auto& [name, edit, field] : kEdits) {
     rows.push_back({absl::StrCat(name, RpcName(rpc)), rpc, Probe::kNone,
                     [rpc, edit = edit] {
-                      std::unique_ptr<google::protobuf::Message> request(
-                          PlannerRpcOf(rpc).request_prototype().New());
-                      const google::protobuf::Descriptor& type = *request->GetDescriptor();
-                      const google::protobuf::Reflection& fields = *request->GetReflection();
                       v1::Graph graph = BaseGraph();
                       edit(graph);
-                      fields.MutableMessage(request.get(), type.FindFieldByName("graph"))
-                          ->CopyFrom(graph);
-                      if (const google::protobuf::FieldDescriptor* devices =
-                              type.FindFieldByName("devices");
-                          devices != nullptr &&
-                          devices->message_type() == v1::DeviceInventory::descriptor()) {
-                        fields.MutableMessage(request.get(), devices)->CopyFrom(BaseDevices());
-                      }
-                      return request->SerializeAsString();
+                      return RequestWithGraph(rpc, graph, BaseDevices())->SerializeAsString();
                     },
                     StatusCode::INVALID_ARGUMENT, field});
   }

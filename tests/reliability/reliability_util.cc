@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -157,30 +156,32 @@ bool ParseJsonFile(const std::string& path, google::protobuf::Message* message) 
   return !text.empty() && google::protobuf::util::JsonStringToMessage(text, message).ok();
 }
 
-std::string ExampleRequest(PlannerRpc rpc) {
-  const PlannerRpcMethod& row = PlannerRpcOf(rpc);
-  // CamelCase to snake_case: PlanDataParallel -> plan_data_parallel.json.
-  std::string file;
-  for (const char c : row.name) {
-    if (std::isupper(static_cast<unsigned char>(c)) && !file.empty()) file += '_';
-    file += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+std::unique_ptr<google::protobuf::Message> RequestWithGraph(PlannerRpc rpc, const v1::Graph& graph,
+                                                         const v1::DeviceInventory& devices) {
+  std::unique_ptr<google::protobuf::Message> request(
+      PlannerRpcOf(rpc).request_prototype().New());
+  const google::protobuf::Descriptor& type = *request->GetDescriptor();
+  const google::protobuf::Reflection& fields = *request->GetReflection();
+  fields.MutableMessage(request.get(), type.FindFieldByName("graph"))->CopyFrom(graph);
+  if (const google::protobuf::FieldDescriptor* field = type.FindFieldByName("devices");
+      field != nullptr && field->message_type() == v1::DeviceInventory::descriptor()) {
+    fields.MutableMessage(request.get(), field)->CopyFrom(devices);
   }
-  std::unique_ptr<google::protobuf::Message> request(row.request_prototype().New());
-  if (ParseJsonFile(absl::StrCat("client/examples/", file, ".json"), request.get())) {
+  return request;
+}
+
+std::string ExampleRequest(PlannerRpc rpc) {
+  std::unique_ptr<google::protobuf::Message> request(
+      PlannerRpcOf(rpc).request_prototype().New());
+  if (ParseJsonFile(absl::StrCat("client/examples/", SnakeCaseName(rpc), ".json"),
+                    request.get())) {
     return DeterministicBytes(*request);
   }
   // An RPC without an example of its own: the Validate example's graph (and
   // inventory, when the request takes one), which every request has room for.
   v1::ValidateRequest validate;
   if (!ParseJsonFile("client/examples/validate.json", &validate)) return "";
-  const google::protobuf::Descriptor& type = *request->GetDescriptor();
-  const google::protobuf::Reflection& fields = *request->GetReflection();
-  fields.MutableMessage(request.get(), type.FindFieldByName("graph"))->CopyFrom(validate.graph());
-  if (const google::protobuf::FieldDescriptor* devices = type.FindFieldByName("devices");
-      devices != nullptr && devices->message_type() == v1::DeviceInventory::descriptor()) {
-    fields.MutableMessage(request.get(), devices)->CopyFrom(validate.devices());
-  }
-  return DeterministicBytes(*request);
+  return DeterministicBytes(*RequestWithGraph(rpc, validate.graph(), validate.devices()));
 }
 
 v1::PartitionGraphRequest InterleavedPartitionRequest(int layers) {

@@ -104,6 +104,11 @@ bool ParseJsonFile(const std::string& path, google::protobuf::Message* message);
 // every implemented planner answers OK.
 std::string ExampleRequest(PlannerRpc rpc);
 
+// A request of `rpc` holding `graph`, and `devices` when it takes an
+// inventory: what every request has room for.
+std::unique_ptr<google::protobuf::Message> RequestWithGraph(PlannerRpc rpc, const v1::Graph& graph,
+                                                         const v1::DeviceInventory& devices);
+
 // A PartitionGraphRequest whose plan takes the real planner about
 // `plan_time` in this build on this machine, polling its token throughout:
 // what cancellation and deadline tests cancel mid-plan. It is
