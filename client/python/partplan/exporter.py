@@ -2,6 +2,7 @@
 
     gm = partplan.trace(model, leaf_modules=[MyBlock])   # torch.fx.symbolic_trace
     graph = partplan.export(gm, (x,))                    # a partplan.v1.Graph
+    graph = partplan.export(gm, (x,), training=True)     # + Node.training
     aten = partplan.export_aten(model, (x,))             # make_fx, for PlanDataParallel
 
 `export` traces (unless given a GraphModule), runs torch.fx's ShapeProp on
@@ -20,11 +21,38 @@ the example inputs and encodes every node:
 - parameter counts and bytes (call_module: the submodule's parameters;
   get_attr: the tensor read), the submodule's class (`module_type`);
 - FLOPs of common ops (see flops.py);
-- the module hierarchy (`Graph.modules`) of the model.
+- the module hierarchy (`Graph.modules`) of the model;
+- with training=True, each node's costs in a training step
+  (`Node.training`, see training_costs.py), on every node:
+  - `saved_activation_bytes`, measured: the model's forward runs once more,
+    with grad enabled, under a torch.fx Interpreter that enters
+    torch.autograd.graph.saved_tensors_hooks around each node, and each
+    node is charged the storages autograd saves while it runs (a call_module
+    node: everything its forward saves). A storage counts whole (a saved
+    view keeps all of it alive), once, for the first node that saves it,
+    and not at all when it is a parameter's, a buffer's or a get_attr
+    tensor's. The nodes' bytes add up to the bytes autograd keeps alive
+    between the forward and the backward; a node that saves nothing has 0;
+  - `backward_input_flops` and `backward_weight_flops`, estimated from the
+    forward FLOPs where those are known (and flops=True): for a
+    matmul-like op (linear, conv, matmul, bmm, addmm, ...) each operand's
+    gradient costs the forward's FLOPs, going to the weight gradient for a
+    trainable weight and to the input gradient for an activation (Linear:
+    input F, weight F); for any other op the input gradient is the
+    forward's FLOPs, and so is the weight gradient when the op has
+    trainable weights (a norm's affine parameters), else 0.
+  What autograd saves depends on the module's mode (dropout saves its mask
+  only in training mode) and on what requires grad (a Linear saves its
+  input only when its weight requires grad): export the model in the mode
+  it is trained in, with example inputs that require grad where the
+  training step's would. The measuring run costs one more forward with
+  grad enabled, plus a Python hook per saved tensor.
 
 Shape propagation runs the model once under torch.no_grad() and restores its
 buffers afterwards (BatchNorm running statistics in training mode), so
-exporting has no effect on the model.
+exporting has no effect on the model. The measuring run of training=True
+restores the buffers too, and the random number generators (dropout), and
+keeps no autograd graph.
 
 `graph_to_dict` returns the same graph as a proto3 JSON dict without
 tracing or running anything: tests/fixtures/partitioner/generate.py's
@@ -48,6 +76,7 @@ from torch.fx.node import Node
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 
 from . import flops as flops_mod
+from . import training_costs
 from .messages import Graph
 
 OP_NAMES = {
@@ -210,6 +239,23 @@ def propagate_shapes(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) ->
         return _run_shape_prop(gm, example_inputs)
 
 
+def _rng_devices(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> List[int]:
+    tensors = list(gm.parameters()) + list(gm.buffers())
+    torch.fx.node.map_aggregate(
+        tuple(example_inputs),
+        lambda a: tensors.append(a) if isinstance(a, torch.Tensor) else None)
+    return sorted({t.device.index or 0 for t in tensors if t.device.type == "cuda"})
+
+
+def measure_training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Dict[str, int]:
+    """training_costs.measure_saved_activations without side effects: the
+    module's buffers and the random number generators are restored after
+    the run. Returns {node name: saved activation bytes} and records them in
+    node.meta for graph_to_dict(training=True)."""
+    with _buffers_restored(gm), torch.random.fork_rng(devices=_rng_devices(gm, example_inputs)):
+        return training_costs.measure_saved_activations(gm, example_inputs)
+
+
 def _as_inputs(example_inputs) -> Tuple[Any, ...]:
     if example_inputs is None:
         return ()
@@ -362,8 +408,12 @@ def encode_node(
     modules: Optional[Dict[str, nn.Module]] = None,
     sizes: bool = True,
     flops: bool = True,
+    training: bool = False,
 ) -> Dict[str, Any]:
-    """One node as a proto3 JSON dict of partplan.v1.Node."""
+    """One node as a proto3 JSON dict of partplan.v1.Node. training: fill
+    `training` from node.meta["saved_activation_bytes"] (which
+    training_costs.measure_saved_activations records) and, with flops, the
+    backward FLOPs."""
     if modules is None:
         modules = dict(gm.named_modules())
     d: Dict[str, Any] = {"name": node.name, "op": OP_NAMES[node.op]}
@@ -400,10 +450,22 @@ def encode_node(
         if isinstance(attr, torch.Tensor):
             d["parameterCount"] = str(attr.numel())
             d["parameterBytes"] = str(attr.numel() * attr.element_size())
-    if flops:
-        count = flops_mod.node_flops(gm, node, modules)
-        if count:
-            d["flops"] = encode_float(count)
+    count = flops_mod.node_flops(gm, node, modules) if flops else 0.0
+    if count:
+        d["flops"] = encode_float(count)
+    if training:
+        if training_costs.META_KEY not in node.meta:
+            raise ValueError(
+                f"node '{node.name}' has no measured saved activations: run "
+                "partplan.training_costs.measure_saved_activations(gm, example_inputs) first, "
+                "or export(..., training=True)")
+        costs: Dict[str, Any] = {"savedActivationBytes": str(node.meta[training_costs.META_KEY])}
+        backward_input, backward_weight = training_costs.backward_flops(gm, node, modules, count)
+        if backward_input:
+            costs["backwardInputFlops"] = encode_float(backward_input)
+        if backward_weight:
+            costs["backwardWeightFlops"] = encode_float(backward_weight)
+        d["training"] = costs
     return d
 
 
@@ -430,18 +492,23 @@ def graph_to_dict(
     flops: bool = True,
     modules: bool = True,
     root: Optional[nn.Module] = None,
+    training: bool = False,
 ) -> Dict[str, Any]:
     """The Graph of a GraphModule whose shapes are already propagated, as a
     proto3 JSON dict. Nothing is traced or run.
 
     sizes/flops: fill `sizeBytes` / `flops`. modules: fill `modules` with the
     hierarchy of `root` (by default the module gm was traced from by
-    partplan.trace, else gm itself)."""
+    partplan.trace, else gm itself). training: fill every node's `training`
+    from the saved activations training_costs.measure_saved_activations
+    recorded in node.meta (ValueError when they are missing), and the
+    backward FLOPs when flops is set."""
     submodules = dict(gm.named_modules())
     d: Dict[str, Any] = {}
     if name:
         d["name"] = name
-    d["nodes"] = [encode_node(gm, n, modules=submodules, sizes=sizes, flops=flops)
+    d["nodes"] = [encode_node(gm, n, modules=submodules, sizes=sizes, flops=flops,
+                              training=training)
                   for n in gm.graph.nodes]
     if modules:
         if root is None:
@@ -466,6 +533,7 @@ def export(
     flops: bool = True,
     modules: bool = True,
     root: Optional[nn.Module] = None,
+    training: bool = False,
 ) -> Graph:
     """A partplan.v1.Graph of a model.
 
@@ -479,6 +547,14 @@ def export(
     flops: fill Node.flops. modules: fill Graph.modules.
     root: the model whose hierarchy Graph.modules lists (default: the
       model traced).
+    training: fill every node's Node.training: the bytes autograd saves
+      for the node's backward, measured by running the forward once more
+      with grad enabled (see the module docstring and training_costs.py;
+      example_inputs are then required), and the backward FLOPs when flops
+      is set. Export in the mode the model is trained in (model.train()),
+      with inputs that require grad where the training step's do.
+      ValueError when nothing requires grad; training_costs.TrainingRunError
+      naming the node when the forward fails with grad enabled.
     """
     if isinstance(module, torch.fx.GraphModule) and not leaf_modules and not concrete_args:
         gm = module
@@ -486,17 +562,25 @@ def export(
         gm = trace(module, leaf_modules=leaf_modules, autowrap_functions=autowrap_functions,
                    concrete_args=concrete_args)
     inputs = _as_inputs(example_inputs)
+    has_placeholders = any(n.op == "placeholder" for n in gm.graph.nodes)
     if inputs or not _has_shapes(gm):
-        if not inputs and any(n.op == "placeholder" for n in gm.graph.nodes):
+        if not inputs and has_placeholders:
             raise ValueError(
                 "export needs example_inputs (the forward() arguments) to propagate shapes")
         propagate_shapes(gm, inputs)
+    if training:
+        if not inputs and has_placeholders:
+            raise ValueError(
+                "export(training=True) needs example_inputs (the forward() arguments) to "
+                "measure the activations autograd saves")
+        measure_training(gm, inputs)
     if root is None and not isinstance(module, torch.fx.GraphModule):
         root = module
     if name is None:
         source = root if root is not None else module
         name = type(source).__name__
-    doc = graph_to_dict(gm, name=name, flops=flops, modules=modules, root=root)
+    doc = graph_to_dict(gm, name=name, flops=flops, modules=modules, root=root,
+                        training=training)
     return json_format.ParseDict(doc, Graph())
 
 
