@@ -51,72 +51,85 @@ absl::Status TrainingMemoryOptions::CheckAndSetup() const {
   return absl::OkStatus();
 }
 
+ModelStateBytes TrainingMemoryOptions::BytesPerParameter() const {
+  const double d = data_parallel;
+  ModelStateBytes bytes;
+  bytes.weights = zero == ZeroStage::kParameters ? weight_bytes / d : weight_bytes;
+  bytes.gradients = zero == ZeroStage::kGradients || zero == ZeroStage::kParameters
+                        ? gradient_bytes / d
+                        : gradient_bytes;
+  bytes.optimizer = zero == ZeroStage::kNone ? optimizer_bytes : optimizer_bytes / d;
+  return bytes;
+}
+
+DeviceMemory MemoryOfDevice(const ScheduleOptions& options, int device,
+                            const std::vector<PipelineOp>& ops,
+                            const TrainingMemoryOptions& memory,
+                            const std::vector<StageFootprint>& stages) {
+  const ModelStateBytes per_parameter = memory.BytesPerParameter();
+  const bool weight_op_holds = options.schedule == PipelineSchedule::kZeroBubbleH1 &&
+                               memory.activations_until_weight;
+  DeviceMemory result;
+  for (int s = device; s < options.stages(); s += options.devices) {
+    const double parameters = static_cast<double>(stages[s].parameters);
+    result.weights += parameters * per_parameter.weights;
+    result.gradients += parameters * per_parameter.gradients;
+    result.optimizer += parameters * per_parameter.optimizer;
+  }
+  // What a micro-batch of stage s holds between its F and its B (or W).
+  const auto held = [&stages](int s) {
+    return static_cast<double>(stages[s].recompute ? stages[s].input_bytes
+                                                   : stages[s].saved_activation_bytes);
+  };
+  const auto working_set = [&stages](int s) {
+    return static_cast<double>(stages[s].transient_bytes) +
+           (stages[s].recompute ? static_cast<double>(stages[s].saved_activation_bytes) : 0.0);
+  };
+  double alive = 0;
+  double most = 0;  // activations held plus the running op's working set
+  for (const PipelineOp& op : ops) {
+    switch (op.kind) {
+      case PipelineOpKind::kForward:
+        alive += held(op.stage);
+        result.activations = std::max(result.activations, alive);
+        most = std::max(most, alive);
+        break;
+      case PipelineOpKind::kBackward:
+        result.transient = std::max(result.transient, working_set(op.stage));
+        most = std::max(most, alive + working_set(op.stage));
+        if (!weight_op_holds) alive -= held(op.stage);
+        break;
+      case PipelineOpKind::kWeight:
+        if (weight_op_holds) alive -= held(op.stage);
+        break;
+    }
+  }
+  result.peak_bytes = result.weights + result.gradients + result.optimizer + most;
+  return result;
+}
+
 absl::StatusOr<std::vector<DeviceMemory>> DeviceMemoryUnder(
     const ScheduleOptions& options, const PipelineTimeline& timeline,
     const TrainingMemoryOptions& memory, const std::vector<StageFootprint>& stages,
     const CancellationToken& token) {
+  int64_t work_done = 0;
   PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup());
   PARTPLAN_RETURN_IF_ERROR(memory.CheckAndSetup());
   PARTPLAN_RETURN_IF_ERROR(CheckFootprint(stages, options.stages()));
   if (static_cast<int>(timeline.devices.size()) != options.devices) {
     return absl::InvalidArgumentError("the timeline is not of these schedule options");
   }
-  const double d = memory.data_parallel;
-  const double weight_bytes =
-      memory.zero == ZeroStage::kParameters ? memory.weight_bytes / d : memory.weight_bytes;
-  const double gradient_bytes =
-      memory.zero == ZeroStage::kGradients || memory.zero == ZeroStage::kParameters
-          ? memory.gradient_bytes / d
-          : memory.gradient_bytes;
-  const double optimizer_bytes =
-      memory.zero == ZeroStage::kNone ? memory.optimizer_bytes : memory.optimizer_bytes / d;
-  const bool weight_op_holds = options.schedule == PipelineSchedule::kZeroBubbleH1 &&
-                               memory.activations_until_weight;
-
-  std::vector<DeviceMemory> devices(options.devices);
-  int64_t work = 0;
-  for (int s = 0; s < options.stages(); ++s) {
-    DeviceMemory& device = devices[options.DeviceOf(s)];
-    const double parameters = static_cast<double>(stages[s].parameters);
-    device.weights += parameters * weight_bytes;
-    device.gradients += parameters * gradient_bytes;
-    device.optimizer += parameters * optimizer_bytes;
-  }
+  std::vector<DeviceMemory> devices;
+  devices.reserve(options.devices);
   for (int i = 0; i < options.devices; ++i) {
-    DeviceMemory& device = devices[i];
-    // What a micro-batch of stage s holds between its F and its B (or W).
-    const auto held = [&stages](int s) {
-      return static_cast<double>(stages[s].recompute ? stages[s].input_bytes
-                                                     : stages[s].saved_activation_bytes);
-    };
-    const auto working_set = [&stages](int s) {
-      return static_cast<double>(stages[s].transient_bytes) +
-             (stages[s].recompute ? static_cast<double>(stages[s].saved_activation_bytes) : 0.0);
-    };
-    double alive = 0;
-    double most = 0;  // activations held plus the running op's working set
     for (const PipelineOp& op : timeline.devices[i]) {
-      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
-      if (op.stage < 0 || op.stage >= options.stages()) {
+      if (op.stage < 0 || op.stage >= options.stages() || options.DeviceOf(op.stage) != i) {
         return absl::InvalidArgumentError("the timeline is not of these schedule options");
       }
-      switch (op.kind) {
-        case PipelineOpKind::kForward:
-          alive += held(op.stage);
-          device.activations = std::max(device.activations, alive);
-          most = std::max(most, alive);
-          break;
-        case PipelineOpKind::kBackward:
-          device.transient = std::max(device.transient, working_set(op.stage));
-          most = std::max(most, alive + working_set(op.stage));
-          if (!weight_op_holds) alive -= held(op.stage);
-          break;
-        case PipelineOpKind::kWeight:
-          if (weight_op_holds) alive -= held(op.stage);
-          break;
-      }
     }
-    device.peak_bytes = device.weights + device.gradients + device.optimizer + most;
+    PARTPLAN_RETURN_IF_ERROR(
+        token.CheckWork(static_cast<int64_t>(timeline.devices[i].size()) + 1, &work_done));
+    devices.push_back(MemoryOfDevice(options, i, timeline.devices[i], memory, stages));
   }
   return devices;
 }

@@ -39,6 +39,13 @@ namespace partplan {
 
 enum class ZeroStage { kNone, kOptimizer, kGradients, kParameters };
 
+// Bytes per parameter of each model state on one data-parallel replica.
+struct ModelStateBytes {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;
+};
+
 struct TrainingMemoryOptions {
   // Bytes per parameter of each model state.
   double weight_bytes = 2;
@@ -51,6 +58,9 @@ struct TrainingMemoryOptions {
   // INVALID_ARGUMENT naming the field unless the byte counts are finite and
   // at least 0 and data_parallel at least 1.
   absl::Status CheckAndSetup() const;
+
+  // The bytes per parameter a replica keeps once ZeRO has divided them.
+  ModelStateBytes BytesPerParameter() const;
 };
 
 // One virtual stage's share of the model, per micro-batch where it says so.
@@ -79,6 +89,15 @@ absl::StatusOr<std::vector<DeviceMemory>> DeviceMemoryUnder(
     const ScheduleOptions& options, const PipelineTimeline& timeline,
     const TrainingMemoryOptions& memory, const std::vector<StageFootprint>& stages,
     const CancellationToken& token);
+
+// One device's memory from its ops in order (their times are not read):
+// what DeviceMemoryUnder computes per device, unchecked, for callers that
+// have validated their inputs and evaluate many plans. `stages` has a
+// footprint per virtual stage; only the device's are read.
+DeviceMemory MemoryOfDevice(const ScheduleOptions& options, int device,
+                            const std::vector<PipelineOp>& ops,
+                            const TrainingMemoryOptions& memory,
+                            const std::vector<StageFootprint>& stages);
 
 }  // namespace partplan
 

@@ -1,0 +1,778 @@
+#include "planner/training/stage_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "planner/base/status_util.h"
+
+namespace partplan {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+bool FiniteNonNegative(double x) { return std::isfinite(x) && x >= 0; }
+
+// Two step times closer than this are the same time, and the plan crossing
+// fewer bytes wins: it absorbs the rounding of sums taken in another order.
+double Tolerance(double seconds) { return 1e-9 * std::max(1.0, std::abs(seconds)); }
+
+struct Candidate {
+  double step = kInfinity;
+  int64_t bytes = std::numeric_limits<int64_t>::max();
+  std::vector<int> cuts;
+  std::vector<bool> recompute;
+};
+
+bool Better(double step, int64_t bytes, const Candidate& than) {
+  if (!std::isfinite(than.step)) return std::isfinite(step);
+  const double tolerance = Tolerance(than.step);
+  if (step < than.step - tolerance) return true;
+  return step <= than.step + tolerance && bytes < than.bytes;
+}
+
+// Range maximum in O(1) after O(n log n) set-up.
+class RangeMax {
+ public:
+  explicit RangeMax(std::vector<int64_t> values) {
+    const size_t n = values.size();
+    levels_.push_back(std::move(values));
+    for (size_t width = 2; width <= n; width *= 2) {
+      const std::vector<int64_t>& below = levels_.back();
+      std::vector<int64_t> level(n - width + 1);
+      for (size_t i = 0; i < level.size(); ++i) {
+        level[i] = std::max(below[i], below[i + width / 2]);
+      }
+      levels_.push_back(std::move(level));
+    }
+  }
+  // The most of [begin, end), begin < end.
+  int64_t Max(int begin, int end) const {
+    int level = 0;
+    while ((2 << level) <= end - begin) ++level;
+    return std::max(levels_[level][begin], levels_[level][end - (1 << level)]);
+  }
+
+ private:
+  std::vector<std::vector<int64_t>> levels_;
+};
+
+// The recompute choices a stage may take, fastest first.
+std::vector<bool> RecomputeChoices(RecomputeChoice choice) {
+  switch (choice) {
+    case RecomputeChoice::kNever:
+      return {false};
+    case RecomputeChoice::kAlways:
+      return {true};
+    case RecomputeChoice::kAuto:
+      break;
+  }
+  return {false, true};
+}
+
+// Everything about the instance the search looks up, in O(1) per stage but
+// for memory (O(v B), a walk over the device's ops).
+class StageTable {
+ public:
+  StageTable(const StageSearchOptions& options, const TrainingChain& chain,
+             const std::vector<TrainingDevice>& devices)
+      : options_(options),
+        chain_(chain),
+        devices_(devices),
+        n_(static_cast<int>(chain.items.size())),
+        stages_(options.schedule.stages()),
+        order_(ScheduleOrder(options.schedule)),
+        transient_(Transients(chain)),
+        split_weight_(options.schedule.schedule == PipelineSchedule::kZeroBubbleH1) {
+    forward_.assign(n_ + 1, 0);
+    input_.assign(n_ + 1, 0);
+    weight_.assign(n_ + 1, 0);
+    saved_.assign(n_ + 1, 0);
+    parameters_.assign(n_ + 1, 0);
+    for (int i = 0; i < n_; ++i) {
+      const TrainingItem& item = chain.items[i];
+      forward_[i + 1] = forward_[i] + item.forward;
+      input_[i + 1] = input_[i] + item.backward_input;
+      weight_[i + 1] = weight_[i] + item.backward_weight;
+      saved_[i + 1] = saved_[i] + item.saved_activation_bytes;
+      parameters_[i + 1] = parameters_[i] + item.parameters;
+    }
+    // After its last op, a device waits for the gradient to cross the
+    // stages below that op's stage: only when that op is a backward.
+    tail_stage_.assign(options.schedule.devices, -1);
+    for (int d = 0; d < options.schedule.devices; ++d) {
+      const PipelineOp& last = order_[d].back();
+      if (last.kind == PipelineOpKind::kBackward) tail_stage_[d] = last.stage;
+    }
+    alone_from_.assign(n_ + 1, n_);
+    if (!chain.placement.empty()) {
+      for (int i = 0; i < n_; ++i) {
+        if (chain.placement[i] == StagePlacement::kFirst) first_ = std::max(first_, i);
+        if (chain.placement[i] == StagePlacement::kLast) last_ = std::min(last_, i);
+      }
+      for (int i = n_ - 1; i >= 0; --i) {
+        alone_from_[i] = chain.placement[i] == StagePlacement::kAlone ? i : alone_from_[i + 1];
+      }
+    }
+  }
+
+  int items() const { return n_; }
+  int stages() const { return stages_; }
+  int device_of(int stage) const { return options_.schedule.DeviceOf(stage); }
+  bool split_weight() const { return split_weight_; }
+  int tail_stage(int device) const { return tail_stage_[device]; }
+  double speed(int stage) const { return devices_[device_of(stage)].speed; }
+
+  // Work (not seconds) of items [begin, end): forward and backward.
+  double Work(int begin, int end) const {
+    return forward_[end] - forward_[begin] + input_[end] - input_[begin] + weight_[end] -
+           weight_[begin];
+  }
+
+  // The stage's seconds per micro-batch: F; B with the recomputed forward,
+  // and with W unless the schedule runs W apart; W.
+  void Costs(int stage, int begin, int end, bool recompute, double* forward, double* backward,
+             double* weight) const {
+    const double speed = this->speed(stage);
+    *forward = (forward_[end] - forward_[begin]) / speed;
+    *backward = (input_[end] - input_[begin]) / speed + (recompute ? *forward : 0.0);
+    *weight = (weight_[end] - weight_[begin]) / speed;
+    if (!split_weight_) {
+      *backward += *weight;
+      *weight = 0;
+    }
+  }
+  // Seconds to move what crosses the cut at `end`, after `stage`.
+  double Transfer(int stage, int end) const {
+    const double rate = devices_[device_of(stage)].link_bytes_per_second;
+    return std::isinf(rate) ? 0.0 : static_cast<double>(chain_.live_bytes[end]) / rate;
+  }
+  int64_t LiveBytes(int cut) const { return chain_.live_bytes[cut]; }
+
+  StageFootprint Footprint(int begin, int end, bool recompute) const {
+    StageFootprint footprint;
+    footprint.parameters = parameters_[end] - parameters_[begin];
+    footprint.saved_activation_bytes = saved_[end] - saved_[begin];
+    footprint.input_bytes = chain_.live_bytes[begin];
+    footprint.transient_bytes = transient_.Max(begin, end);
+    footprint.recompute = recompute;
+    return footprint;
+  }
+
+  // The ends the pins allow for stage `stage` starting at `begin`, as
+  // [*low, *high]; false when there are none.
+  bool EndRange(int stage, int begin, int* low, int* high) const {
+    *low = stage == stages_ - 1 ? n_ : begin + 1;
+    *high = n_ - (stages_ - 1 - stage);
+    if (stage == 0) *low = std::max(*low, first_ + 1);
+    if (stage > 0 && begin <= first_) return false;
+    if (stage < stages_ - 1) *high = std::min(*high, last_);
+    const int alone = alone_from_[begin];
+    if (alone == begin) {
+      *high = std::min(*high, begin + 1);
+    } else {
+      *high = std::min(*high, alone);
+    }
+    return *low <= *high;
+  }
+
+  // Whether complete cuts make non-empty stages that meet the pins.
+  bool Allowed(const std::vector<int>& cuts) const {
+    for (int k = 0; k < stages_; ++k) {
+      int low = 0, high = 0;
+      if (!EndRange(k, cuts[k], &low, &high)) return false;
+      if (cuts[k + 1] < low || cuts[k + 1] > high) return false;
+    }
+    return true;
+  }
+
+  // The device's peak with the footprints given (the others' zero).
+  double DevicePeak(int device, const std::vector<StageFootprint>& footprints) const {
+    return MemoryOfDevice(options_.schedule, device, order_[device], options_.memory, footprints)
+        .peak_bytes;
+  }
+  bool DeviceFits(int device, const std::vector<StageFootprint>& footprints) const {
+    return DevicePeak(device, footprints) <= devices_[device].memory_bytes;
+  }
+
+ private:
+  static RangeMax Transients(const TrainingChain& chain) {
+    std::vector<int64_t> values;
+    values.reserve(chain.items.size());
+    for (const TrainingItem& item : chain.items) values.push_back(item.transient_bytes);
+    return RangeMax(std::move(values));
+  }
+
+  const StageSearchOptions& options_;
+  const TrainingChain& chain_;
+  const std::vector<TrainingDevice>& devices_;
+  const int n_;
+  const int stages_;
+  const std::vector<std::vector<PipelineOp>> order_;
+  const RangeMax transient_;
+  const bool split_weight_;
+  std::vector<double> forward_, input_, weight_;
+  std::vector<int64_t> saved_, parameters_;
+  std::vector<int> tail_stage_;
+  int first_ = -1;                // the last item pinned to the first stage
+  int last_ = std::numeric_limits<int>::max();  // the first pinned to the last
+  std::vector<int> alone_from_;   // the first item at or after i that is alone
+};
+
+// The branch and bound. Stages are chosen in order; costs_ and footprints_
+// hold the chosen stages' entries and zeros beyond.
+class Search {
+ public:
+  Search(const StageSearchOptions& options, const StageTable& table,
+         const CancellationToken& token)
+      : options_(options), table_(table), token_(token), choices_(RecomputeChoices(options.recompute)) {
+    const int stages = table.stages();
+    const int devices = options.schedule.devices;
+    costs_.forward.assign(stages, 0);
+    costs_.backward.assign(stages, 0);
+    if (table.split_weight()) costs_.weight.assign(stages, 0);
+    costs_.transfer.assign(stages - 1, 0);
+    footprints_.assign(stages, StageFootprint{});
+    cuts_.assign(stages + 1, 0);
+    cuts_[stages] = table.items();
+    recompute_.assign(stages, false);
+    speed_from_.assign(stages + 1, 0);
+    std::vector<bool> counted(devices, false);
+    for (int k = stages - 1; k >= 0; --k) {
+      const int d = table.device_of(k);
+      speed_from_[k] = speed_from_[k + 1] + (counted[d] ? 0.0 : table.speed(k));
+      counted[d] = true;
+    }
+    last_stage_of_device_.assign(devices, 0);
+    for (int k = 0; k < stages; ++k) last_stage_of_device_[table.device_of(k)] = k;
+    device_busy_.assign(devices, 0);
+    device_start_.assign(devices, 0);
+    start_.assign(stages + 1, 0);
+    gradient_.assign(stages + 1, 0);
+  }
+
+  const Candidate& best() const { return best_; }
+  int64_t nodes() const { return nodes_; }
+  bool exhausted() const { return exhausted_; }
+  double least_unexplored() const { return least_unexplored_; }
+
+  // Evaluates complete cuts and recompute choices, keeping them when they
+  // fit and beat the best plan.
+  absl::Status Offer(const std::vector<int>& cuts, const std::vector<bool>& recompute) {
+    const int stages = table_.stages();
+    if (!table_.Allowed(cuts)) return absl::OkStatus();
+    StageCosts costs;
+    costs.forward.resize(stages);
+    costs.backward.resize(stages);
+    if (table_.split_weight()) costs.weight.resize(stages);
+    costs.transfer.resize(stages - 1);
+    std::vector<StageFootprint> footprints(stages);
+    int64_t bytes = 0;
+    for (int k = 0; k < stages; ++k) {
+      double weight = 0;
+      table_.Costs(k, cuts[k], cuts[k + 1], recompute[k], &costs.forward[k], &costs.backward[k],
+                   &weight);
+      if (table_.split_weight()) costs.weight[k] = weight;
+      if (k + 1 < stages) {
+        costs.transfer[k] = table_.Transfer(k, cuts[k + 1]);
+        bytes += table_.LiveBytes(cuts[k + 1]);
+      }
+      footprints[k] = table_.Footprint(cuts[k], cuts[k + 1], recompute[k]);
+    }
+    for (int d = 0; d < options_.schedule.devices; ++d) {
+      if (!table_.DeviceFits(d, footprints)) return absl::OkStatus();
+    }
+    PARTPLAN_ASSIGN_OR_RETURN(const PipelineTimeline timeline,
+                              SimulateSchedule(options_.schedule, costs, token_));
+    if (Better(timeline.step_seconds, bytes, best_)) {
+      best_.step = timeline.step_seconds;
+      best_.bytes = bytes;
+      best_.cuts = cuts;
+      best_.recompute = recompute;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Run() { return Extend(0, 0, 0); }
+
+ private:
+  struct Child {
+    int end;
+    bool recompute;
+    double bound;
+  };
+
+  // Stages 0..stage-1 are chosen and end at `begin`; `bytes` cross their
+  // cuts. start_[k] is the earliest stage k's first forward can start, and
+  // gradient_[k] the least time a gradient takes from stage k's input back
+  // through stages k-1..0 (both over the chosen stages).
+  absl::Status Extend(int stage, int begin, int64_t bytes) {
+    PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(visits_++));
+    int low = 0;
+    int high = 0;
+    if (!table_.EndRange(stage, begin, &low, &high)) return absl::OkStatus();
+    std::vector<Child> children;
+    PARTPLAN_RETURN_IF_ERROR(Children(stage, begin, bytes, low, high, &children));
+    std::sort(children.begin(), children.end(),
+              [](const Child& a, const Child& b) { return a.bound < b.bound; });
+    for (const Child& child : children) {
+      PARTPLAN_RETURN_IF_ERROR(Descend(stage, begin, bytes, child));
+    }
+    return absl::OkStatus();
+  }
+
+  // The ends and recompute choices of stage `stage` worth trying, with a
+  // bound on the step of every plan through them.
+  absl::Status Children(int stage, int begin, int64_t bytes, int low, int high,
+                        std::vector<Child>* children) {
+    const int device = table_.device_of(stage);
+    const bool opens_device = stage < options_.schedule.devices;
+    const bool closes_device = last_stage_of_device_[device] == stage;
+    const double micro_batches = options_.schedule.micro_batches;
+    const double device_start = opens_device ? start_[stage] : device_start_[device];
+    const int tail_stage = table_.tail_stage(device);
+    const bool chain_to_rest = !table_.split_weight() && options_.schedule.chunks_per_device == 1;
+    for (int end = low; end <= high; ++end) {
+      PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(visits_++));
+      const int64_t crossing = end < table_.items() ? bytes + table_.LiveBytes(end) : bytes;
+      bool any_fits = false;
+      bool all_too_slow = true;
+      for (const bool recompute : choices_) {
+        double forward = 0, backward = 0, weight = 0;
+        table_.Costs(stage, begin, end, recompute, &forward, &backward, &weight);
+        // The device starts its first op no earlier than device_start,
+        // works B times its stages' costs, and then, when its last op is a
+        // backward of a chosen stage, waits for the gradient to reach
+        // stage 0. All of it only grows with the stage's end.
+        double bound =
+            device_start + micro_batches * (device_busy_[device] + forward + backward + weight);
+        if (tail_stage >= 0 && tail_stage <= stage) bound += gradient_[tail_stage];
+        if (!PrunesTime(bound)) all_too_slow = false;
+        if (end < table_.items()) {
+          // Every op of the later stages starts after the next stage's
+          // first forward, and one of their devices does at least its
+          // share of the work left; with one chunk per device and no
+          // separate W, that device's last op is a backward whose gradient
+          // then crosses every stage chosen so far.
+          const double transfer = table_.Transfer(stage, end);
+          double rest = start_[stage] + forward + transfer +
+                        micro_batches * table_.Work(end, table_.items()) / speed_from_[stage + 1];
+          if (chain_to_rest) rest += gradient_[stage] + backward + transfer;
+          bound = std::max(bound, rest);
+        }
+        if (Prunes(bound, crossing)) {
+          if (exhausted_) least_unexplored_ = std::min(least_unexplored_, bound);
+          continue;
+        }
+        // A device's memory only grows with more of its stages chosen, so
+        // the stages chosen so far bound it.
+        footprints_[stage] = table_.Footprint(begin, end, recompute);
+        const bool fits = table_.DeviceFits(device, footprints_);
+        footprints_[stage] = StageFootprint{};
+        if (!fits) continue;
+        any_fits = true;
+        children->push_back({end, recompute, bound});
+        // Recompute only adds time: once the device's memory is known and
+        // the faster choice fits, the slower is no better.
+        if (closes_device) break;
+      }
+      // The device's time and memory only grow with the stage's end.
+      if (all_too_slow) break;
+      if (!any_fits && !FitsSomehow(stage, device, begin, end)) break;
+    }
+    return absl::OkStatus();
+  }
+
+  bool FitsSomehow(int stage, int device, int begin, int end) {
+    bool fits = false;
+    for (const bool recompute : choices_) {
+      footprints_[stage] = table_.Footprint(begin, end, recompute);
+      fits = fits || table_.DeviceFits(device, footprints_);
+    }
+    footprints_[stage] = StageFootprint{};
+    return fits;
+  }
+
+  absl::Status Descend(int stage, int begin, int64_t bytes, const Child& child) {
+    const int end = child.end;
+    const int stages = table_.stages();
+    const int64_t crossing = end < table_.items() ? bytes + table_.LiveBytes(end) : bytes;
+    if (exhausted_) {
+      least_unexplored_ = std::min(least_unexplored_, child.bound);
+      return absl::OkStatus();
+    }
+    if (Prunes(child.bound, crossing)) return absl::OkStatus();
+    if (++nodes_ > options_.max_search_nodes) {
+      exhausted_ = true;
+      least_unexplored_ = std::min(least_unexplored_, child.bound);
+      return absl::OkStatus();
+    }
+    cuts_[stage + 1] = end;
+    recompute_[stage] = child.recompute;
+    if (stage + 1 == stages) return Offer(cuts_, recompute_);
+
+    const int device = table_.device_of(stage);
+    double forward = 0, backward = 0, weight = 0;
+    table_.Costs(stage, begin, end, child.recompute, &forward, &backward, &weight);
+    const double transfer = table_.Transfer(stage, end);
+    footprints_[stage] = table_.Footprint(begin, end, child.recompute);
+    costs_.forward[stage] = forward;
+    costs_.backward[stage] = backward;
+    if (table_.split_weight()) costs_.weight[stage] = weight;
+    costs_.transfer[stage] = transfer;
+    device_busy_[device] += forward + backward + weight;
+    if (stage < options_.schedule.devices) device_start_[device] = start_[stage];
+    start_[stage + 1] = start_[stage] + forward + transfer;
+    gradient_[stage + 1] = gradient_[stage] + backward + transfer;
+
+    // The schedule on the stages so far with the rest free: the step only
+    // grows with any stage's cost, so this bounds every completion.
+    PARTPLAN_ASSIGN_OR_RETURN(const PipelineTimeline partial,
+                              SimulateSchedule(options_.schedule, costs_, token_));
+    const double bound = std::max(child.bound, partial.step_seconds);
+    absl::Status status = absl::OkStatus();
+    if (!Prunes(bound, crossing)) status = Extend(stage + 1, end, crossing);
+
+    device_busy_[device] -= forward + backward + weight;
+    costs_.forward[stage] = 0;
+    costs_.backward[stage] = 0;
+    if (table_.split_weight()) costs_.weight[stage] = 0;
+    costs_.transfer[stage] = 0;
+    footprints_[stage] = StageFootprint{};
+    return status;
+  }
+
+  // Whether every plan whose step is at least `bound` is slower than the
+  // best plan.
+  bool PrunesTime(double bound) const {
+    return std::isfinite(best_.step) && bound > best_.step + Tolerance(best_.step);
+  }
+  // Whether every plan with a step at least `bound` and crossing at least
+  // `bytes` is no better than the best plan.
+  bool Prunes(double bound, int64_t bytes) const {
+    if (!std::isfinite(best_.step)) return false;
+    const double tolerance = Tolerance(best_.step);
+    if (bound > best_.step + tolerance) return true;
+    return bound >= best_.step - tolerance && bytes >= best_.bytes;
+  }
+
+  const StageSearchOptions& options_;
+  const StageTable& table_;
+  const CancellationToken& token_;
+  const std::vector<bool> choices_;
+  StageCosts costs_;
+  std::vector<StageFootprint> footprints_;
+  std::vector<int> cuts_;
+  std::vector<bool> recompute_;
+  std::vector<double> speed_from_;  // total speed of the devices of stages k..
+  std::vector<int> last_stage_of_device_;
+  std::vector<double> device_busy_;   // per device, its chosen stages' F + B + W
+  std::vector<double> device_start_;  // per device, its first stage's start_
+  std::vector<double> start_;
+  std::vector<double> gradient_;
+  Candidate best_;
+  int64_t nodes_ = 0;
+  int64_t visits_ = 0;
+  bool exhausted_ = false;
+  double least_unexplored_ = kInfinity;
+};
+
+// A first plan: each stage takes the most items within `limit` seconds
+// that fit its device (recomputing if it must; with several chunks per
+// device each gets an equal share of the memory), leaving an item for each
+// later stage. Empty when that fails. Heterogeneous devices and non-empty
+// stages make the greedy inexact: it only seeds the search.
+std::vector<int> GreedyCuts(const StageSearchOptions& options, const StageTable& table,
+                            const std::vector<TrainingDevice>& devices, double limit,
+                            std::vector<bool>* recompute) {
+  const int stages = table.stages();
+  const std::vector<bool> choices = RecomputeChoices(options.recompute);
+  std::vector<int> cuts(stages + 1, 0);
+  std::vector<StageFootprint> alone(stages);
+  recompute->assign(stages, false);
+  for (int k = 0; k < stages; ++k) {
+    int low = 0, high = 0;
+    if (!table.EndRange(k, cuts[k], &low, &high)) return {};
+    const int device = table.device_of(k);
+    const double share = devices[device].memory_bytes / options.schedule.chunks_per_device;
+    const auto fits = [&](int end, bool recompute_stage) {
+      double forward = 0, backward = 0, weight = 0;
+      table.Costs(k, cuts[k], end, recompute_stage, &forward, &backward, &weight);
+      if (forward + backward + weight > limit) return false;
+      alone[k] = table.Footprint(cuts[k], end, recompute_stage);
+      const bool result = table.DevicePeak(device, alone) <= share;
+      alone[k] = StageFootprint{};
+      return result;
+    };
+    int chosen = -1;
+    for (const bool recompute_stage : choices) {
+      if (!fits(low, recompute_stage)) continue;
+      // The largest end in [low, high] that fits: fitting is monotone.
+      int good = low, bad = high + 1;
+      while (bad - good > 1) {
+        const int mid = good + (bad - good) / 2;
+        (fits(mid, recompute_stage) ? good : bad) = mid;
+      }
+      chosen = good;
+      (*recompute)[k] = recompute_stage;
+      break;
+    }
+    if (chosen < 0) return {};
+    cuts[k + 1] = chosen;
+  }
+  return cuts;
+}
+
+// Moves single cuts by 1, 2, 4, ... items either way, the two stages beside
+// the cut taking each recompute choice, while the best plan improves.
+absl::Status ImproveByMoves(const StageSearchOptions& options, const StageTable& table,
+                            const CancellationToken& token, Search* search) {
+  const int stages = table.stages();
+  const std::vector<bool> choices = RecomputeChoices(options.recompute);
+  bool improved = true;
+  for (int round = 0; improved && round < 64; ++round) {
+    improved = false;
+    for (int k = 1; k < stages; ++k) {
+      for (int step = 1; step < table.items() && !improved; step *= 2) {
+        for (const int sign : {-1, 1}) {
+          const Candidate before = search->best();
+          std::vector<int> cuts = before.cuts;
+          cuts[k] += sign * step;
+          if (cuts[k] <= cuts[k - 1] || cuts[k] >= cuts[k + 1]) continue;
+          std::vector<bool> recompute = before.recompute;
+          for (const bool left : choices) {
+            for (const bool right : choices) {
+              recompute[k - 1] = left;
+              recompute[k] = right;
+              PARTPLAN_RETURN_IF_ERROR(search->Offer(cuts, recompute));
+            }
+          }
+          PARTPLAN_RETURN_IF_ERROR(token.Check());
+          if (search->best().cuts != before.cuts ||
+              search->best().recompute != before.recompute) {
+            improved = true;
+          }
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The FAILED_PRECONDITION when no plan exists: the pins, or memory, with
+// the device short the most when the items are spread evenly and every
+// stage recomputes (when allowed).
+absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
+                    const std::vector<TrainingDevice>& devices) {
+  const int stages = table.stages();
+  std::vector<int> cuts(stages + 1, 0);
+  cuts[stages] = table.items();
+  for (int k = 0; k < stages; ++k) {
+    int low = 0, high = 0;
+    if (!table.EndRange(k, cuts[k], &low, &high)) {
+      return absl::FailedPreconditionError(
+          "no plan meets the pins: the nodes pinned to the first stage, the last stage or a "
+          "stage of their own leave no way to make the stages asked for");
+    }
+    const int even = static_cast<int>(static_cast<int64_t>(table.items()) * (k + 1) / stages);
+    cuts[k + 1] = std::clamp(even, low, high);
+  }
+  const bool recompute = options.recompute != RecomputeChoice::kNever;
+  std::vector<StageFootprint> footprints;
+  for (int k = 0; k < stages; ++k) {
+    footprints.push_back(table.Footprint(cuts[k], cuts[k + 1], recompute));
+  }
+  int worst = 0;
+  double worst_short = -kInfinity;
+  double worst_peak = 0;
+  for (int d = 0; d < options.schedule.devices; ++d) {
+    const double peak = table.DevicePeak(d, footprints);
+    if (peak - devices[d].memory_bytes > worst_short) {
+      worst_short = peak - devices[d].memory_bytes;
+      worst = d;
+      worst_peak = peak;
+    }
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no plan fits the devices' memory (an exhaustive search found none); with the nodes "
+      "spread evenly",
+      recompute ? " and every stage recomputed" : "", ", device ", worst, " would need ",
+      static_cast<int64_t>(std::ceil(worst_peak)), " bytes, ",
+      static_cast<int64_t>(std::ceil(std::max(0.0, worst_short))), " more than its ",
+      static_cast<int64_t>(devices[worst].memory_bytes)));
+}
+
+}  // namespace
+
+absl::Status StageSearchOptions::CheckAndSetup(const TrainingChain& chain,
+                                               const std::vector<TrainingDevice>& devices) const {
+  PARTPLAN_RETURN_IF_ERROR(schedule.CheckAndSetup());
+  PARTPLAN_RETURN_IF_ERROR(memory.CheckAndSetup());
+  if (max_search_nodes < 1) {
+    return InvalidFieldError("max_search_nodes",
+                             absl::StrCat("at least 1, got ", max_search_nodes));
+  }
+  const int n = static_cast<int>(chain.items.size());
+  if (n < schedule.stages()) {
+    return InvalidFieldError(
+        "chain.items",
+        absl::StrCat(schedule.stages(), " stages need at least as many items, got ", n));
+  }
+  for (int i = 0; i < n; ++i) {
+    const TrainingItem& item = chain.items[i];
+    const std::pair<const char*, double> costs[] = {{"forward", item.forward},
+                                                    {"backward_input", item.backward_input},
+                                                    {"backward_weight", item.backward_weight}};
+    for (const auto& [name, value] : costs) {
+      if (!FiniteNonNegative(value)) {
+        return InvalidFieldError(absl::StrCat("chain.items[", i, "].", name),
+                                 absl::StrCat("must be finite and at least 0, got ", value));
+      }
+    }
+    const std::pair<const char*, int64_t> sizes[] = {
+        {"saved_activation_bytes", item.saved_activation_bytes},
+        {"parameters", item.parameters},
+        {"transient_bytes", item.transient_bytes}};
+    for (const auto& [name, value] : sizes) {
+      if (value < 0) {
+        return InvalidFieldError(absl::StrCat("chain.items[", i, "].", name),
+                                 absl::StrCat("must be at least 0, got ", value));
+      }
+    }
+  }
+  if (static_cast<int>(chain.live_bytes.size()) != n + 1) {
+    return InvalidFieldError("chain.live_bytes", absl::StrCat("expected ", n + 1,
+                                                              " entries, got ",
+                                                              chain.live_bytes.size()));
+  }
+  for (int c = 0; c <= n; ++c) {
+    if (chain.live_bytes[c] < 0) {
+      return InvalidFieldError(absl::StrCat("chain.live_bytes[", c, "]"),
+                               absl::StrCat("must be at least 0, got ", chain.live_bytes[c]));
+    }
+  }
+  if (!chain.placement.empty() && static_cast<int>(chain.placement.size()) != n) {
+    return InvalidFieldError("chain.placement", absl::StrCat("expected ", n, " entries, got ",
+                                                             chain.placement.size()));
+  }
+  if (static_cast<int>(devices.size()) != schedule.devices) {
+    return InvalidFieldError("devices", absl::StrCat("expected ", schedule.devices,
+                                                     " devices, got ", devices.size()));
+  }
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const TrainingDevice& device = devices[d];
+    if (!std::isfinite(device.speed) || device.speed <= 0) {
+      return InvalidFieldError(absl::StrCat("devices[", d, "].speed"),
+                               absl::StrCat("must be finite and above 0, got ", device.speed));
+    }
+    if (std::isnan(device.memory_bytes) || device.memory_bytes < 0) {
+      return InvalidFieldError(absl::StrCat("devices[", d, "].memory_bytes"),
+                               absl::StrCat("must be at least 0, got ", device.memory_bytes));
+    }
+    if (std::isnan(device.link_bytes_per_second) || device.link_bytes_per_second <= 0) {
+      return InvalidFieldError(
+          absl::StrCat("devices[", d, "].link_bytes_per_second"),
+          absl::StrCat("must be above 0 (infinity: free), got ", device.link_bytes_per_second));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainingStagePlan> EvaluateTrainingStages(
+    const StageSearchOptions& options, const TrainingChain& chain,
+    const std::vector<TrainingDevice>& devices, const std::vector<int>& cuts,
+    const std::vector<bool>& recompute, const CancellationToken& token) {
+  PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup(chain, devices));
+  const int stages = options.schedule.stages();
+  const int n = static_cast<int>(chain.items.size());
+  if (static_cast<int>(cuts.size()) != stages + 1 || cuts.front() != 0 || cuts.back() != n) {
+    return InvalidFieldError("cuts",
+                             absl::StrCat("expected ", stages + 1, " cuts from 0 to ", n));
+  }
+  for (int k = 0; k < stages; ++k) {
+    if (cuts[k] >= cuts[k + 1]) {
+      return InvalidFieldError(absl::StrCat("cuts[", k + 1, "]"), "stages must not be empty");
+    }
+  }
+  if (static_cast<int>(recompute.size()) != stages) {
+    return InvalidFieldError("recompute", absl::StrCat("expected ", stages, " entries"));
+  }
+  const StageTable table(options, chain, devices);
+  TrainingStagePlan plan;
+  plan.cuts = cuts;
+  plan.recompute = recompute;
+  plan.costs.forward.resize(stages);
+  plan.costs.backward.resize(stages);
+  if (table.split_weight()) plan.costs.weight.resize(stages);
+  plan.costs.transfer.resize(stages - 1);
+  for (int k = 0; k < stages; ++k) {
+    double weight = 0;
+    table.Costs(k, cuts[k], cuts[k + 1], recompute[k], &plan.costs.forward[k],
+                &plan.costs.backward[k], &weight);
+    if (table.split_weight()) plan.costs.weight[k] = weight;
+    if (k + 1 < stages) {
+      plan.costs.transfer[k] = table.Transfer(k, cuts[k + 1]);
+      plan.crossing_bytes += chain.live_bytes[cuts[k + 1]];
+    }
+    plan.footprints.push_back(table.Footprint(cuts[k], cuts[k + 1], recompute[k]));
+  }
+  PARTPLAN_ASSIGN_OR_RETURN(plan.timeline, SimulateSchedule(options.schedule, plan.costs, token));
+  PARTPLAN_ASSIGN_OR_RETURN(plan.memory, DeviceMemoryUnder(options.schedule, plan.timeline,
+                                                           options.memory, plan.footprints,
+                                                           token));
+  plan.step_seconds = plan.timeline.step_seconds;
+  plan.lower_bound = plan.step_seconds;
+  return plan;
+}
+
+absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& options,
+                                                     const TrainingChain& chain,
+                                                     const std::vector<TrainingDevice>& devices,
+                                                     const CancellationToken& token) {
+  PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup(chain, devices));
+  const StageTable table(options, chain, devices);
+  Search search(options, table, token);
+
+  // The seed: the least busiest-stage time at which the greedy succeeds,
+  // by bisection, then single-cut moves.
+  double slowest = kInfinity;
+  for (const TrainingDevice& device : devices) slowest = std::min(slowest, device.speed);
+  // Recompute at most doubles the forward: no stage takes longer than this.
+  double low = 0;
+  double high = 2 * table.Work(0, table.items()) / slowest;
+  std::vector<bool> recompute;
+  if (!GreedyCuts(options, table, devices, high, &recompute).empty()) {
+    for (int round = 0; round < 64 && high - low > Tolerance(high) * 1e-3; ++round) {
+      PARTPLAN_RETURN_IF_ERROR(token.Check());
+      const double mid = (low + high) / 2;
+      (GreedyCuts(options, table, devices, mid, &recompute).empty() ? low : high) = mid;
+    }
+    const std::vector<int> cuts = GreedyCuts(options, table, devices, high, &recompute);
+    PARTPLAN_RETURN_IF_ERROR(search.Offer(cuts, recompute));
+    if (std::isfinite(search.best().step)) {
+      PARTPLAN_RETURN_IF_ERROR(ImproveByMoves(options, table, token, &search));
+    }
+  }
+  PARTPLAN_RETURN_IF_ERROR(search.Run());
+  if (!std::isfinite(search.best().step)) {
+    if (search.exhausted()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no plan that fits the devices' memory was found within ",
+                       options.max_search_nodes, " search nodes (max_search_nodes)"));
+    }
+    return NoPlan(options, table, devices);
+  }
+  PARTPLAN_ASSIGN_OR_RETURN(TrainingStagePlan plan,
+                            EvaluateTrainingStages(options, chain, devices, search.best().cuts,
+                                                   search.best().recompute, token));
+  plan.search_nodes = search.nodes();
+  plan.proven_optimal = !search.exhausted();
+  plan.lower_bound = plan.proven_optimal
+                         ? plan.step_seconds
+                         : std::min(plan.step_seconds, search.least_unexplored());
+  return plan;
+}
+
+}  // namespace partplan

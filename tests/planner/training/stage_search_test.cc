@@ -1,0 +1,332 @@
+// PlanTrainingStages against exhaustive search: on thousands of random small
+// instances per schedule (heterogeneous devices, arbitrary bytes crossing
+// each cut as skip connections make them, recompute on, off or chosen,
+// tight memory, pins), the planner's plan is proven optimal and has the
+// least simulated step and, among those, the fewest crossing bytes that
+// trying every cut and every recompute choice finds; and when nothing fits
+// it says so. Plus: DeepSpeed #4477 (balanced stages put the most memory on
+// stage 0 under 1F1B), the search bound, and validation.
+#include "planner/training/stage_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "planner/base/status_util.h"
+#include "tests/planner/training/schedule_options.h"
+
+namespace partplan {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+struct Instance {
+  StageSearchOptions options;
+  TrainingChain chain;
+  std::vector<TrainingDevice> devices;
+};
+
+struct Best {
+  bool found = false;
+  double step = kInfinity;
+  int64_t bytes = 0;
+};
+
+bool PinsHold(const TrainingChain& chain, const std::vector<int>& cuts) {
+  if (chain.placement.empty()) return true;
+  const int stages = static_cast<int>(cuts.size()) - 1;
+  for (int k = 0; k < stages; ++k) {
+    for (int i = cuts[k]; i < cuts[k + 1]; ++i) {
+      switch (chain.placement[i]) {
+        case StagePlacement::kFirst:
+          if (k != 0) return false;
+          break;
+        case StagePlacement::kLast:
+          if (k != stages - 1) return false;
+          break;
+        case StagePlacement::kAlone:
+          if (cuts[k + 1] - cuts[k] != 1) return false;
+          break;
+        case StagePlacement::kAny:
+          break;
+      }
+    }
+  }
+  return true;
+}
+
+// Every way to cut, every recompute choice the policy allows.
+Best Exhaustive(const Instance& instance) {
+  const int stages = instance.options.schedule.stages();
+  const int n = static_cast<int>(instance.chain.items.size());
+  Best best;
+  std::vector<int> cuts(stages + 1, 0);
+  cuts[stages] = n;
+  const auto each_cut = [&](auto&& self, int k) -> void {
+    if (k == stages) {
+      if (!PinsHold(instance.chain, cuts)) return;
+      const int combinations = 1 << stages;
+      for (int mask = 0; mask < combinations; ++mask) {
+        std::vector<bool> recompute(stages);
+        for (int s = 0; s < stages; ++s) recompute[s] = (mask >> s) & 1;
+        const RecomputeChoice policy = instance.options.recompute;
+        if (policy == RecomputeChoice::kNever && mask != 0) continue;
+        if (policy == RecomputeChoice::kAlways && mask != combinations - 1) continue;
+        const absl::StatusOr<TrainingStagePlan> plan =
+            EvaluateTrainingStages(instance.options, instance.chain, instance.devices, cuts,
+                                   recompute, NoDeadline());
+        EXPECT_TRUE(plan.ok()) << plan.status();
+        if (!plan.ok()) return;
+        bool fits = true;
+        for (size_t d = 0; d < instance.devices.size(); ++d) {
+          fits = fits && plan->memory[d].peak_bytes <= instance.devices[d].memory_bytes;
+        }
+        if (!fits) continue;
+        // Test instances are integers and powers of two: ties are exact.
+        if (!best.found || plan->step_seconds < best.step ||
+            (plan->step_seconds == best.step && plan->crossing_bytes < best.bytes)) {
+          best = {true, plan->step_seconds, plan->crossing_bytes};
+        }
+      }
+      return;
+    }
+    for (int c = cuts[k - 1] + 1; c <= n - (stages - k); ++c) {
+      cuts[k] = c;
+      self(self, k + 1);
+    }
+  };
+  each_cut(each_cut, 1);
+  return best;
+}
+
+Instance RandomInstance(PipelineSchedule schedule, std::mt19937& random) {
+  const auto uniform = [&random](int low, int high) {
+    return std::uniform_int_distribution<int>(low, high)(random);
+  };
+  Instance instance;
+  const bool interleaved = schedule == PipelineSchedule::kInterleaved1F1B;
+  const int devices = interleaved ? 2 : uniform(2, 4);
+  const int chunks = interleaved ? 2 : 1;
+  const int micro_batches = interleaved ? devices * uniform(1, 3) : uniform(1, 6);
+  instance.options.schedule = Options(schedule, devices, micro_batches, chunks);
+  const int stages = devices * chunks;
+  const int n = stages + uniform(0, stages == 4 ? 3 : 5);
+  instance.options.memory.weight_bytes = uniform(0, 2);
+  instance.options.memory.gradient_bytes = uniform(0, 2);
+  instance.options.memory.optimizer_bytes = uniform(0, 4);
+  instance.options.memory.activations_until_weight = uniform(0, 1) == 1;
+  const int policy = uniform(0, 5);
+  instance.options.recompute = policy == 0   ? RecomputeChoice::kNever
+                               : policy == 1 ? RecomputeChoice::kAlways
+                                             : RecomputeChoice::kAuto;
+  for (int i = 0; i < n; ++i) {
+    TrainingItem item;
+    item.forward = uniform(0, 6);
+    item.backward_input = uniform(0, 8);
+    item.backward_weight = uniform(0, 5);
+    item.saved_activation_bytes = uniform(0, 64);
+    item.parameters = uniform(0, 16);
+    item.transient_bytes = uniform(0, 24);
+    instance.chain.items.push_back(item);
+  }
+  // Any bytes at any cut: a skip connection keeps a value live across many.
+  for (int c = 0; c <= n; ++c) instance.chain.live_bytes.push_back(uniform(0, 48));
+  if (uniform(0, 4) == 0) {
+    instance.chain.placement.assign(n, StagePlacement::kAny);
+    const StagePlacement pins[] = {StagePlacement::kFirst, StagePlacement::kLast,
+                                   StagePlacement::kAlone};
+    instance.chain.placement[uniform(0, n - 1)] = pins[uniform(0, 2)];
+  }
+  for (int d = 0; d < devices; ++d) {
+    TrainingDevice device;
+    device.speed = uniform(0, 2) == 0 ? 2 : 1;
+    const int link = uniform(0, 2);
+    device.link_bytes_per_second = link == 0 ? kInfinity : link == 1 ? 16 : 32;
+    instance.devices.push_back(device);
+  }
+  // Memory from tight to loose around what an even split needs.
+  std::vector<int> even(stages + 1);
+  for (int k = 0; k <= stages; ++k) even[k] = n * k / stages;
+  const absl::StatusOr<TrainingStagePlan> plan =
+      EvaluateTrainingStages(instance.options, instance.chain, instance.devices, even,
+                             std::vector<bool>(stages, false), NoDeadline());
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  for (int d = 0; d < devices; ++d) {
+    const int kind = uniform(0, 3);
+    const double peak = plan.ok() ? plan->memory[d].peak_bytes : 0;
+    instance.devices[d].memory_bytes =
+        kind == 0 ? kInfinity : std::floor(peak * uniform(60, 140) / 100.0);
+  }
+  return instance;
+}
+
+void CompareWithExhaustive(PipelineSchedule schedule, int instances, uint32_t seed) {
+  std::mt19937 random(seed);
+  int feasible = 0;
+  int recomputed = 0;
+  for (int i = 0; i < instances; ++i) {
+    const Instance instance = RandomInstance(schedule, random);
+    const Best best = Exhaustive(instance);
+    const absl::StatusOr<TrainingStagePlan> plan =
+        PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+    if (!best.found) {
+      ASSERT_FALSE(plan.ok()) << "instance " << i << ": nothing fits, yet a plan of "
+                              << plan->step_seconds;
+      EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition) << plan.status();
+      continue;
+    }
+    ASSERT_TRUE(plan.ok()) << "instance " << i << ": " << plan.status();
+    ++feasible;
+    EXPECT_TRUE(plan->proven_optimal) << "instance " << i;
+    EXPECT_EQ(plan->step_seconds, best.step) << "instance " << i;
+    EXPECT_EQ(plan->crossing_bytes, best.bytes) << "instance " << i;
+    EXPECT_TRUE(PinsHold(instance.chain, plan->cuts)) << "instance " << i;
+    for (size_t d = 0; d < instance.devices.size(); ++d) {
+      EXPECT_LE(plan->memory[d].peak_bytes, instance.devices[d].memory_bytes) << "instance " << i;
+    }
+    if (std::count(plan->recompute.begin(), plan->recompute.end(), true) > 0) ++recomputed;
+    if (::testing::Test::HasFailure()) return;
+  }
+  // The instances exercise both sides of memory and recompute.
+  EXPECT_GT(feasible, instances / 3);  // and some are infeasible:
+  EXPECT_LT(feasible, instances);
+  EXPECT_GT(recomputed, instances / 20);
+}
+
+TEST(StageSearchTest, GpipeMatchesExhaustiveSearch) {
+  CompareWithExhaustive(PipelineSchedule::kGpipe, 3000, 11);
+}
+TEST(StageSearchTest, OneFOneBMatchesExhaustiveSearch) {
+  CompareWithExhaustive(PipelineSchedule::k1F1B, 3000, 12);
+}
+TEST(StageSearchTest, InterleavedMatchesExhaustiveSearch) {
+  CompareWithExhaustive(PipelineSchedule::kInterleaved1F1B, 3000, 13);
+}
+TEST(StageSearchTest, ZeroBubbleMatchesExhaustiveSearch) {
+  CompareWithExhaustive(PipelineSchedule::kZeroBubbleH1, 3000, 14);
+}
+
+// DeepSpeed #4477: identical layers split evenly (as a parameter-balanced
+// partitioner does) put the most memory on stage 0 under 1F1B, which holds
+// P micro-batches in flight against the last stage's one. Under a memory cap
+// that the even split overflows on stage 0, the planner moves layers off it.
+TEST(StageSearchTest, MovesLayersOffTheFirstStageUnderOneFOneB) {
+  Instance instance;
+  instance.options.schedule = Options(PipelineSchedule::k1F1B, 4, 8);
+  const int layers = 32;
+  for (int i = 0; i < layers; ++i) {
+    TrainingItem layer;
+    layer.forward = 1;
+    layer.backward_input = 1;
+    layer.backward_weight = 1;
+    layer.saved_activation_bytes = 100;
+    layer.parameters = 10;
+    instance.chain.items.push_back(layer);
+  }
+  instance.chain.live_bytes.assign(layers + 1, 10);
+  instance.devices.assign(4, TrainingDevice{});
+  std::vector<int> even = {0, 8, 16, 24, 32};
+  const absl::StatusOr<TrainingStagePlan> balanced =
+      EvaluateTrainingStages(instance.options, instance.chain, instance.devices, even,
+                             std::vector<bool>(4, false), NoDeadline());
+  ASSERT_TRUE(balanced.ok()) << balanced.status();
+  for (int d = 1; d < 4; ++d) {
+    EXPECT_GT(balanced->memory[0].peak_bytes, balanced->memory[d].peak_bytes);
+  }
+  // Stage 0 holds 4 micro-batches of 8 layers: 3,200 bytes of activations.
+  EXPECT_EQ(balanced->memory[0].activations, 3200);
+  const double cap = balanced->memory[0].peak_bytes - 1;
+  for (TrainingDevice& device : instance.devices) device.memory_bytes = cap;
+  instance.options.recompute = RecomputeChoice::kNever;
+  const absl::StatusOr<TrainingStagePlan> plan =
+      PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->proven_optimal);
+  EXPECT_LT(plan->cuts[1], 8);
+  for (const DeviceMemory& memory : plan->memory) EXPECT_LE(memory.peak_bytes, cap);
+}
+
+TEST(StageSearchTest, NothingFitsNamesTheDeviceShort) {
+  Instance instance;
+  instance.options.schedule = Options(PipelineSchedule::k1F1B, 2, 4);
+  for (int i = 0; i < 4; ++i) {
+    TrainingItem item;
+    item.forward = 1;
+    item.parameters = 100;
+    instance.chain.items.push_back(item);
+  }
+  instance.chain.live_bytes.assign(5, 0);
+  TrainingDevice device;
+  device.memory_bytes = 1000;  // two items' 16-byte states are 3,200
+  instance.devices.assign(2, device);
+  const absl::StatusOr<TrainingStagePlan> plan =
+      PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+  ASSERT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition) << plan.status();
+  EXPECT_NE(plan.status().message().find("device 0 would need 3200 bytes, 2200 more"),
+            std::string::npos)
+      << plan.status();
+}
+
+TEST(StageSearchTest, ConflictingPinsAreAFailedPrecondition) {
+  Instance instance;
+  instance.options.schedule = Options(PipelineSchedule::kGpipe, 2, 2);
+  instance.chain.items.assign(3, TrainingItem{});
+  instance.chain.live_bytes.assign(4, 0);
+  instance.chain.placement = {StagePlacement::kAny, StagePlacement::kLast, StagePlacement::kFirst};
+  instance.devices.assign(2, TrainingDevice{});
+  const absl::StatusOr<TrainingStagePlan> plan =
+      PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+  ASSERT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition) << plan.status();
+  EXPECT_NE(plan.status().message().find("pins"), std::string::npos) << plan.status();
+}
+
+// A search stopped by its node bound still returns a plan, not claimed
+// optimal, with a lower bound at most its step.
+TEST(StageSearchTest, BoundedSearchReportsItsLowerBound) {
+  std::mt19937 random(7);
+  int stopped = 0;
+  for (int i = 0; i < 200; ++i) {
+    Instance instance = RandomInstance(PipelineSchedule::k1F1B, random);
+    instance.options.max_search_nodes = 1;
+    const absl::StatusOr<TrainingStagePlan> plan =
+        PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+    if (!plan.ok() || plan->proven_optimal) continue;
+    ++stopped;
+    EXPECT_LE(plan->lower_bound, plan->step_seconds);
+    const Best best = Exhaustive(instance);
+    ASSERT_TRUE(best.found);
+    EXPECT_LE(plan->lower_bound, best.step + 1e-9);
+  }
+  EXPECT_GT(stopped, 10);
+}
+
+TEST(StageSearchTest, InvalidInputNamesTheField) {
+  Instance instance;
+  instance.options.schedule = Options(PipelineSchedule::k1F1B, 2, 2);
+  instance.chain.items.assign(2, TrainingItem{});
+  instance.chain.live_bytes.assign(3, 0);
+  instance.devices.assign(2, TrainingDevice{});
+  instance.chain.items[1].forward = -1;
+  absl::StatusOr<TrainingStagePlan> plan =
+      PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+  EXPECT_EQ(InvalidFieldPath(plan.status()).value_or(""), "chain.items[1].forward") << plan.status();
+  instance.chain.items[1].forward = 0;
+  instance.devices[1].speed = 0;
+  plan = PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+  EXPECT_EQ(InvalidFieldPath(plan.status()).value_or(""), "devices[1].speed") << plan.status();
+  instance.devices[1].speed = 1;
+  instance.chain.live_bytes.pop_back();
+  plan = PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+  EXPECT_EQ(InvalidFieldPath(plan.status()).value_or(""), "chain.live_bytes") << plan.status();
+  instance.chain.live_bytes.push_back(0);
+  instance.chain.items.pop_back();
+  plan = PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+  EXPECT_EQ(InvalidFieldPath(plan.status()).value_or(""), "chain.items") << plan.status();
+}
+
+}  // namespace
+}  // namespace partplan
