@@ -13,11 +13,13 @@ equal a single-process step on the whole batch (issue #26).
 
     model = nn.Sequential(*[nn.Linear(64, 64) for _ in range(4)]).double()
     x, y = torch.randn(32, 64, dtype=torch.float64), torch.randn(32, 64, dtype=torch.float64)
-    result = run_pipeline(model, x, nn.MSELoss(), [["0", "1"], ["2", "3"]],
-                          "1f1b", 4, target=y)
-    result.stages[0].peak_saved_bytes     # 2 micro-batches' activations
-    result.stages[1].peak_saved_bytes     # 1 micro-batch's
+    stages = [["_0", "_1"], ["_2", "_3"]]    # torch.fx's names of the four Linears
+    result = run_pipeline(model, x, nn.MSELoss(), stages, "1f1b", 4, target=y)
+    result.stages[0].peak_saved_bytes     # 8192: 2 micro-batches' Linear inputs
+    result.stages[1].peak_saved_bytes     # 16392: 1 micro-batch's, and the loss's
     result.grads["0.weight"]              # d(mean loss)/d(weight), whole batch
+
+A plan's partitions become stages with stages_from_plan(model, response).
 
 Stages are lists of torch.fx node names (of `partplan.trace(model)`, the
 names partplan's plans use), each a contiguous run of the graph's call_*
@@ -76,7 +78,7 @@ import torch.nn as nn
 SCHEDULES = ("gpipe", "1f1b")
 OP_NODES = ("call_module", "call_function", "call_method")
 
-__all__ = ["run_pipeline", "split_stages", "schedule_order", "PipelineRunResult", "StageResult",
+__all__ = ["run_pipeline", "split_stages", "stages_from_plan", "schedule_order", "PipelineRunResult", "StageResult",
            "SCHEDULES"]
 
 
@@ -147,6 +149,26 @@ def split_stages(model: nn.Module, stages: Sequence[Sequence[str]], *,
     return _split(gm, assignment, keep_original_order=False)
 
 
+def stages_from_plan(model: nn.Module, response: Any, *,
+                     leaf_modules: Iterable[Union[type, str]] = ()) -> List[List[str]]:
+    """The stages of a plan, for run_pipeline: each partition's call_* nodes
+    in graph order, the partitions in the order of their first node.
+
+    response: anything partplan.apply.assignment_of reads (a Plan or
+    PartitionGraph response, a ShardGraph response, {node: partition}).
+    Whether the partitions are contiguous is run_pipeline's check."""
+    from .apply import assignment_of
+    from .exporter import trace
+
+    gm = trace(model, leaf_modules=leaf_modules)
+    assignment = assignment_of(response, [n.name for n in gm.graph.nodes])
+    stages: Dict[int, List[str]] = {}
+    for node in gm.graph.nodes:
+        if node.op in OP_NODES and node.name in assignment:
+            stages.setdefault(assignment[node.name], []).append(node.name)
+    return list(stages.values())
+
+
 def run_pipeline(
     model: nn.Module,
     inputs: Any,
@@ -198,6 +220,9 @@ def run_pipeline(
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     chunks = _micro_batch_args(split, args, micro_batches)
     targets = None if target is None else _chunk(target, micro_batches, "target")
+    rows = {a.shape[0] for a in args + (target,) if isinstance(a, torch.Tensor) and a.dim() > 0}
+    if len(rows) > 1:
+        raise ValueError(f"the inputs' and target's batch sizes (dim 0) differ: {sorted(rows)}")
     names = _parameter_names(model, split)
     payloads = _stage_payloads(split, stages, chunks, targets, loss_fn, names,
                                schedule, micro_batches)
@@ -211,6 +236,9 @@ def run_pipeline(
         # can take it before rank 0's store binds it: start again on a new
         # port then.
         for attempt in range(3):
+            for name in os.listdir(run_dir):  # a failed attempt's errors
+                if name.startswith("error"):
+                    os.remove(os.path.join(run_dir, name))
             try:
                 _start(run_dir, num_stages, _free_port(), timeout, threads, start_method)
                 break
@@ -304,9 +332,6 @@ def _micro_batch_args(split: torch.fx.GraphModule, args: Tuple[Any, ...],
     placeholders = [n for n in split.graph.nodes if n.op == "placeholder"]
     if len(args) > len(placeholders):
         raise ValueError(f"{len(args)} inputs for a forward() of {len(placeholders)} arguments")
-    rows = {a.shape[0] for a in args if isinstance(a, torch.Tensor) and a.dim() > 0}
-    if len(rows) > 1:
-        raise ValueError(f"the tensor inputs' batch sizes (dim 0) differ: {sorted(rows)}")
     out = {}
     for i, node in enumerate(placeholders):
         if i < len(args):

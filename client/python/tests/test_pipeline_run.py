@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 
 import partplan
-from partplan.pipeline_run import run_pipeline, schedule_order, split_stages
+from partplan.pipeline_run import run_pipeline, schedule_order, split_stages, stages_from_plan
 
 WIDTH = 16
 
@@ -97,6 +97,17 @@ class ScheduleOrderTest(unittest.TestCase):
         self.assertEqual(text(2, 3, 4), "F0 B0 F1 B1 F2 B2 F3 B3")
         # Fewer micro-batches than stages: the warm-up is every micro-batch.
         self.assertEqual(text(0, 4, 2), "F0 F1 B0 B1")
+
+
+class StagesFromPlanTest(unittest.TestCase):
+    def test_partitions_in_order_of_their_first_node(self):
+        model = Blocks(2)
+        n = call_nodes(model)
+        assignment = {n[0]: 7, n[1]: 7, n[2]: 3, n[3]: 3}
+        self.assertEqual(stages_from_plan(model, assignment), [n[:2], n[2:]])
+        response = partplan.PartitionPlan(assignments=[
+            partplan.NodePartition(node=name, partition=i // 3) for i, name in enumerate(n)])
+        self.assertEqual(stages_from_plan(model, response), [n[:3], n[3:]])
 
 
 class GradientTest(unittest.TestCase):
@@ -227,6 +238,7 @@ class BadInputTest(unittest.TestCase):
             with self.subTest(micro_batches=bad):
                 self.raises(r"micro_batches must be an integer >= 1", micro_batches=bad)
         self.raises(r"8 rows \(dim 0\), which 3 micro-batches do not divide", micro_batches=3)
+        self.raises(r"batch sizes \(dim 0\) differ: \[4, 8\]", x=self.x[:4])
 
     def test_schedule_and_loss(self):
         self.raises(r"unknown schedule 'interleaved'", schedule="interleaved")
