@@ -78,8 +78,8 @@ import torch.nn as nn
 SCHEDULES = ("gpipe", "1f1b")
 OP_NODES = ("call_module", "call_function", "call_method")
 
-__all__ = ["run_pipeline", "split_stages", "stages_from_plan", "schedule_order", "PipelineRunResult", "StageResult",
-           "SCHEDULES"]
+__all__ = ["run_pipeline", "split_stages", "stages_from_plan", "schedule_order",
+           "PipelineRunResult", "StageResult", "SCHEDULES"]
 
 
 @dataclass
@@ -90,12 +90,15 @@ class StageResult:
     nodes: List[str]
     # Most bytes of saved-for-backward storages alive at once in the step.
     peak_saved_bytes: int
-    # Bytes of the storages each micro-batch's forward saved, in micro-batch order.
+    # Bytes of the storages each micro-batch's forward saved, in micro-batch
+    # order. The last stage's include what the loss saves (for MSELoss its
+    # input and the target).
     saved_bytes_per_micro_batch: List[int]
     # Wall time from the barrier that starts the step until this stage's last
     # send has completed.
     step_seconds: float
-    # Of which running forward and backward (the rest is waiting and sending).
+    # Of which running forward (and loss) and backward, and blocked in
+    # receives; the rest is sending and bookkeeping.
     compute_seconds: float
     recv_wait_seconds: float
     # Most micro-batches whose forward had run and whose backward had not.
@@ -106,6 +109,8 @@ class StageResult:
 
 @dataclass
 class PipelineRunResult:
+    """One step's measurements, stage by stage, and its gradients."""
+
     schedule: str
     micro_batches: int
     stages: List[StageResult]
