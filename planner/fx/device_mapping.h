@@ -53,7 +53,12 @@ absl::StatusOr<std::vector<DeviceLoad>> ChargePlacedPartitions(const DeviceList&
 // holds that partition's memory_bytes). An input shared by two partitions on
 // one device is therefore counted once. The placement's fit test (torch.fx's)
 // never counts less than this, so a placed plan never shows a device over its
-// available memory. O(sum over devices of their partitions' nodes and inputs).
+// available memory. The union of the partitions most devices (of those with
+// two or more) hold is priced once, and each device from it by the nodes it
+// holds beyond it and those of it it lacks: each partition's nodes and
+// inputs are passed over min(holders, 1 + devices not holding it) times,
+// plus the placement's size, so a partition every device holds costs one
+// pass.
 absl::StatusOr<std::vector<DeviceLoad>> DeviceHoldings(const CompactGraph& graph,
                                                        const DeviceList& devices,
                                                        const PartitionSet& set,
