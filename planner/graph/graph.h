@@ -82,6 +82,13 @@ class CompactGraph {
   double flops(NodeId v) const { return flops_.empty() ? 0.0 : flops_[v]; }
   bool has_flops() const { return !flops_.empty(); }  // any node's above 0
 
+  // The node's v1::NodeTraining (validated: finite, not negative), or null
+  // when it gives none. Kept, like latencies, only once some node gives one.
+  const NodeTrainingFields* training(NodeId v) const {
+    return training_.empty() || !training_[v].present ? nullptr : &training_[v].fields;
+  }
+  bool has_training() const { return !training_.empty(); }  // any node's
+
   // The distinct nodes v reads, args before kwargs, in order of first use
   // (torch.fx's `map_arg(..., input_nodes.setdefault)`).
   absl::Span<const NodeId> inputs(NodeId v) const {
@@ -163,6 +170,11 @@ class CompactGraph {
   std::vector<int64_t> output_bytes_;
   std::vector<double> latency_seconds_;  // empty, or one per node
   std::vector<double> flops_;            // empty, or one per node
+  struct KeptTraining {
+    bool present = false;
+    NodeTrainingFields fields;
+  };
+  std::vector<KeptTraining> training_;  // empty, or one per node
   // Edge offsets are 32 bits (the import refuses more edges): half the
   // memory of 64-bit offsets, and the import's arrays are a large part of a
   // call's peak.

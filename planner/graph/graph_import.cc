@@ -617,6 +617,38 @@ class GraphBuilder {
                    : -1.0,
                -1.0, &result_.latency_seconds_);
     KeepSparse(v, node.flops, 0.0, &result_.flops_);
+    return AddTraining(v, node, at);
+  }
+
+  // Node v's NodeTraining, checked and kept (CompactGraph::training_ stays
+  // empty until a node gives one).
+  absl::Status AddTraining(NodeId v, const NodeFields& node, const NodePath& at) {
+    std::vector<CompactGraph::KeptTraining>& kept = result_.training_;
+    if (!node.has_training) {
+      if (!kept.empty()) kept.emplace_back();
+      return absl::OkStatus();
+    }
+    const NodeTrainingFields& training = node.training;
+    const struct {
+      const char* field;
+      double value;
+    } seconds_and_flops[] = {
+        {".training.backward_input_seconds", training.backward_input_seconds},
+        {".training.backward_weight_seconds", training.backward_weight_seconds},
+        {".training.backward_input_flops", training.backward_input_flops},
+        {".training.backward_weight_flops", training.backward_weight_flops},
+    };
+    for (const auto& [field, value] : seconds_and_flops) {
+      if (!IsFiniteNonNegative(value)) {
+        return InvalidFieldError(at.Str(field), "must be finite and not negative");
+      }
+    }
+    if (training.saved_activation_bytes < 0) {
+      return InvalidFieldError(at.Str(".training.saved_activation_bytes"),
+                               "must not be negative");
+    }
+    if (kept.empty()) kept.resize(v);
+    kept.push_back({true, training});
     return absl::OkStatus();
   }
 

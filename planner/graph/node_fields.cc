@@ -200,6 +200,43 @@ bool DecodePair(absl::string_view bytes, uint32_t wire_type, Read read) {
   return true;
 }
 
+// A v1::NodeTraining: four doubles, then saved_activation_bytes (a varint).
+bool DecodeTraining(absl::string_view bytes, NodeTrainingFields* training) {
+  WireReader in(bytes);
+  while (!in.done()) {
+    uint32_t field = 0, wire_type = 0;
+    if (!in.ReadTag(&field, &wire_type)) return false;
+    uint64_t number = 0;
+    switch (field) {
+      case v1::NodeTraining::kBackwardInputSecondsFieldNumber:
+        if (wire_type != kFixed64 || !in.ReadDouble(&training->backward_input_seconds)) {
+          return false;
+        }
+        break;
+      case v1::NodeTraining::kBackwardWeightSecondsFieldNumber:
+        if (wire_type != kFixed64 || !in.ReadDouble(&training->backward_weight_seconds)) {
+          return false;
+        }
+        break;
+      case v1::NodeTraining::kBackwardInputFlopsFieldNumber:
+        if (wire_type != kFixed64 || !in.ReadDouble(&training->backward_input_flops)) return false;
+        break;
+      case v1::NodeTraining::kBackwardWeightFlopsFieldNumber:
+        if (wire_type != kFixed64 || !in.ReadDouble(&training->backward_weight_flops)) {
+          return false;
+        }
+        break;
+      case v1::NodeTraining::kSavedActivationBytesFieldNumber:
+        if (wire_type != kVarint || !in.ReadVarint(&number)) return false;
+        training->saved_activation_bytes = static_cast<int64_t>(number);
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 void NodeFields::Clear() {
@@ -218,6 +255,8 @@ void NodeFields::Clear() {
   has_latency = false;
   memory_latency_seconds = compute_latency_seconds = 0;
   flops = 0;
+  has_training = false;
+  training = NodeTrainingFields();
 }
 
 bool DecodeNode(absl::string_view bytes, NodeFields* fields, NodeParts parts) {
@@ -303,6 +342,12 @@ bool DecodeNode(absl::string_view bytes, NodeFields* fields, NodeParts parts) {
       case v1::Node::kFlopsFieldNumber:
         if (!in.ReadDouble(&fields->flops)) return false;
         break;
+      case v1::Node::kTrainingFieldNumber:
+        // Given twice, protobuf merges the two: left to the parse.
+        if (fields->has_training || !in.ReadLengthDelimited(&payload)) return false;
+        fields->has_training = true;
+        if (!DecodeTraining(payload, &fields->training)) return false;
+        break;
       default:
         return false;
     }
@@ -338,6 +383,15 @@ void ViewNode(const v1::Node& node, NodeFields* fields, NodeParts parts) {
   fields->memory_latency_seconds = node.latency().memory_latency_seconds();
   fields->compute_latency_seconds = node.latency().compute_latency_seconds();
   fields->flops = node.flops();
+  fields->has_training = node.has_training();
+  if (fields->has_training) {
+    const v1::NodeTraining& training = node.training();
+    fields->training.backward_input_seconds = training.backward_input_seconds();
+    fields->training.backward_weight_seconds = training.backward_weight_seconds();
+    fields->training.backward_input_flops = training.backward_input_flops();
+    fields->training.backward_weight_flops = training.backward_weight_flops();
+    fields->training.saved_activation_bytes = training.saved_activation_bytes();
+  }
   if (parts == NodeParts::kOwnFieldsOnly) return;
   for (const v1::Value& value : node.args()) fields->args.push_back(ViewValue(value));
   for (const v1::KeywordArgument& kwarg : node.kwargs()) {

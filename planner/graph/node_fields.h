@@ -39,6 +39,15 @@ struct ValueView {
   uint32_t count = 0;      // kind kList or kTuple
 };
 
+// A node's v1::NodeTraining: its costs in a training step, per micro-batch.
+struct NodeTrainingFields {
+  double backward_input_seconds = 0;
+  double backward_weight_seconds = 0;
+  double backward_input_flops = 0;
+  double backward_weight_flops = 0;
+  int64_t saved_activation_bytes = 0;
+};
+
 struct NodeFields {
   struct Keyword {
     absl::string_view name;
@@ -69,6 +78,8 @@ struct NodeFields {
   double memory_latency_seconds = 0;
   double compute_latency_seconds = 0;
   double flops = 0;
+  bool has_training = false;
+  NodeTrainingFields training;
 
   absl::Span<const ValueView> values_of(const Keyword& keyword) const {
     return absl::MakeConstSpan(keyword_values).subspan(keyword.begin, keyword.end - keyword.begin);
@@ -82,7 +93,8 @@ struct NodeFields {
 };
 
 // Which of a node's fields to read: all of them, or only its own (name, op,
-// target, module_type, size_bytes, parameter counts, latency, flops),
+// target, module_type, size_bytes, parameter counts, latency, flops,
+// training),
 // leaving args, keywords and outputs empty. Readers that want a target or a
 // count take the node's own fields, several times cheaper to decode: the
 // arguments are most of a node's bytes, and each names a node whose UTF-8
