@@ -19,11 +19,14 @@
 #include "planner/pipeline/pipeline_graph.h"
 #include "planner/pipeline/shard_graph.h"
 #include "planner/split/split_graph.h"
+#include "planner/training/stage_search.h"
+#include "planner/training/training_chain.h"
 #include "planner/wire/pipeline_graph_response.h"
 #include "planner/wire/partition_plan.h"
 #include "planner/wire/plan_with_names.h"
 #include "planner/wire/shard_graph_response.h"
 #include "planner/wire/split_graph_response.h"
+#include "planner/wire/training_plan_response.h"
 
 namespace partplan {
 namespace {
@@ -292,6 +295,21 @@ absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& gra
   response->set_device_count(devices.size());
   response->set_graph_total_bytes(graph.graph_total_bytes());
   return absl::OkStatus();
+}
+
+absl::Status PlanTraining(const v1::PlanTrainingRequest& request, const GraphSource& graph_source,
+                          const InputLimits& limits, const CancellationToken& token,
+                          v1::PlanTrainingResponse* response) {
+  absl::StatusOr<CompactGraph> imported = ImportGraph(graph_source, limits, token);
+  if (!imported.ok()) return GraphAndDeviceViolations(imported.status(), request.devices(), limits);
+  const CompactGraph& graph = *imported;
+  PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(request.devices(), limits));
+  PARTPLAN_ASSIGN_OR_RETURN(const TrainingProblem problem,
+                            TrainingProblemFromRequest(graph, devices, request.config(), token));
+  PARTPLAN_ASSIGN_OR_RETURN(
+      const TrainingStagePlan plan,
+      PlanTrainingStages(problem.options.search, problem.chain, problem.devices, token));
+  return TrainingPlanResponseFromPlan(graph, devices, problem, plan, token, response);
 }
 
 }  // namespace partplan

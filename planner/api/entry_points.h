@@ -102,6 +102,15 @@ absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& gra
                       const InputLimits& limits, const CancellationToken& token,
                       v1::ValidateResponse* response);
 
+// Pipeline stages for a training step (training.proto): the graph and the
+// inventory imported, the TrainingConfig validated (training_chain.h), the
+// exact stage search run (stage_search.h) and its plan written with a report
+// per cut (wire/training_plan_response.h). FAILED_PRECONDITION when no plan
+// fits the devices' memory or meets the pins.
+absl::Status PlanTraining(const v1::PlanTrainingRequest& request, const GraphSource& graph,
+                          const InputLimits& limits, const CancellationToken& token,
+                          v1::PlanTrainingResponse* response);
+
 #define PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(Name, Request, Response)                  \
   inline absl::Status Name(const v1::Request& request, const InputLimits& limits,    \
                            const CancellationToken& token, v1::Response* response) { \
@@ -116,6 +125,7 @@ PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(PlanDataParallel, PlanDataParallelRequest,
                                    PlanDataParallelResponse)
 PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(Plan, PlanRequest, PlanResponse)
 PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(Validate, ValidateRequest, ValidateResponse)
+PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(PlanTraining, PlanTrainingRequest, PlanTrainingResponse)
 #undef PARTPLAN_PARSED_GRAPH_ENTRY_POINT_
 
 // The same, returning the response by value (for tests and tools):
@@ -146,6 +156,7 @@ PARTPLAN_RETURNING_ENTRY_POINT_(PlanDataParallel, PlanDataParallelRequest,
                                 PlanDataParallelResponse)
 PARTPLAN_RETURNING_ENTRY_POINT_(Plan, PlanRequest, PlanResponse)
 PARTPLAN_RETURNING_ENTRY_POINT_(Validate, ValidateRequest, ValidateResponse)
+PARTPLAN_RETURNING_ENTRY_POINT_(PlanTraining, PlanTrainingRequest, PlanTrainingResponse)
 #undef PARTPLAN_RETURNING_ENTRY_POINT_
 
 }  // namespace partplan

@@ -47,6 +47,7 @@ enum class PlannerRpc {
   kPlanDataParallel,
   kPlan,
   kValidate,
+  kPlanTraining,
 };
 
 // Answers `request` (of the row's request type; its graph, when serialised,
@@ -148,6 +149,9 @@ inline constexpr PlannerRpcMethod kPlannerRpcs[] = {
         PlannerRpc::kPlan, "Plan", true),
     planner_rpcs_internal::RowByMessage<v1::ValidateRequest, v1::ValidateResponse, &Validate>(
         PlannerRpc::kValidate, "Validate", false),
+    planner_rpcs_internal::RowByMessage<v1::PlanTrainingRequest, v1::PlanTrainingResponse,
+                                        &PlanTraining>(PlannerRpc::kPlanTraining,
+                                                       "PlanTraining", true),
 };
 
 inline constexpr size_t kPlannerRpcCount = sizeof(kPlannerRpcs) / sizeof(kPlannerRpcs[0]);

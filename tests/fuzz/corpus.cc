@@ -55,6 +55,7 @@ struct Inputs {
   std::vector<v1::PlanDataParallelRequest> data_parallel;
   std::vector<v1::PlanRequest> plan;
   std::vector<v1::ValidateRequest> validate;
+  std::vector<v1::PlanTrainingRequest> training;
 };
 
 template <typename Wrapper>
@@ -105,6 +106,7 @@ Inputs ReadInputs(const std::string& root) {
   AddExample(root, "plan_data_parallel.json", &in.data_parallel);
   AddExample(root, "plan.json", &in.plan);
   AddExample(root, "validate.json", &in.validate);
+  AddExample(root, "plan_training.json", &in.training);
 
   // Graphs (and devices) of every set, for the RPCs that take any graph.
   auto add_graph = [&in](const v1::Graph& graph, const v1::DeviceInventory* devices) {
@@ -112,6 +114,15 @@ Inputs ReadInputs(const std::string& root) {
     *validate.mutable_graph() = graph;
     if (devices != nullptr) *validate.mutable_devices() = *devices;
     in.validate.push_back(validate);
+    if (devices != nullptr && devices->devices_size() > 0) {
+      v1::PlanTrainingRequest training;
+      *training.mutable_graph() = graph;
+      *training.mutable_devices() = *devices;
+      training.mutable_config()->set_micro_batches(2 * devices->devices_size());
+      // A few thousand search nodes: enough to plan, quick on any fixture.
+      training.mutable_config()->set_max_search_nodes(2000);
+      in.training.push_back(std::move(training));
+    }
     v1::ShardGraphRequest shard;
     *shard.mutable_graph() = graph;
     shard.mutable_config()->set_mode(v1::ShardConfig::FAIRSCALE);
@@ -178,6 +189,8 @@ std::vector<std::string> SeedRequests(PlannerRpc rpc, const std::string& root) {
       return Unique(in.plan);
     case PlannerRpc::kValidate:
       return Unique(in.validate);
+    case PlannerRpc::kPlanTraining:
+      return Unique(in.training);
     default:  // an RPC without a fuzzer of its own has no seeds
       return {};
   }

@@ -2,6 +2,7 @@
 // limits reach every planner, and errors name the request's own fields.
 #include "planner/api/entry_points.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,177 @@ TEST(EntryPointsTest, DataParallelPlansHoldTheDeviceLimit) {
   const absl::Status status = PlanDataParallel(request, limits, token, &response);
   EXPECT_EQ(FieldOf(status), "devices.devices") << status;
   EXPECT_NE(status.message().find("--max_devices"), absl::string_view::npos) << status;
+}
+
+// PlanTraining's request: eight nodes l0..l7 in a chain (100 bytes crossing
+// every cut, 1,000 parameters each, forward latencies 1, 2, 3, 1, 2, ...
+// seconds, NodeTraining on all but l7), four devices, 1F1B, B = 8.
+v1::PlanTrainingRequest TrainingRequest() {
+  TestGraph builder;
+  builder.Placeholder("x", 100);
+  std::string previous = "x";
+  for (int i = 0; i < 8; ++i) {
+    const std::string name = "l" + std::to_string(i);
+    builder.Op(name, {previous}, 4100, 100);
+    v1::Node* node = builder.last();
+    node->set_parameter_count(1000);
+    node->mutable_latency()->set_compute_latency_seconds(1 + i % 3);
+    if (i < 7) {
+      node->mutable_training()->set_backward_input_seconds(1 + i % 3);
+      node->mutable_training()->set_backward_weight_seconds(0.5);
+      node->mutable_training()->set_saved_activation_bytes(300);
+    }
+    previous = name;
+  }
+  builder.Output({previous});
+  v1::PlanTrainingRequest request;
+  *request.mutable_graph() = builder.Build();
+  *request.mutable_devices() = TestDevices({1 << 30, 1 << 30, 1 << 30, 1 << 30});
+  request.mutable_devices()->set_transfer_rate_bytes_per_second(1000);
+  request.mutable_config()->set_schedule(v1::ONE_F_ONE_B);
+  request.mutable_config()->set_micro_batches(8);
+  return request;
+}
+
+// The plan as the response lays it out: stages covering the nodes in order
+// (stage_by_item agreeing), a report per device, every op of the timeline,
+// and per inner cut the two moves evaluated.
+TEST(EntryPointsTest, PlanTrainingWritesTheWholePlan) {
+  const v1::PlanTrainingRequest request = TrainingRequest();
+  CancellationToken token;
+  const absl::StatusOr<v1::PlanTrainingResponse> response =
+      PlanTraining(request, InputLimits(), token);
+  ASSERT_TRUE(response.ok()) << response.status();
+  const v1::TrainingPlan& plan = response->plan();
+  ASSERT_EQ(plan.stages_size(), 4);
+  ASSERT_EQ(plan.stage_by_item_size(), 8);
+  int item = 0;
+  for (int k = 0; k < 4; ++k) {
+    const v1::TrainingStage& stage = plan.stages(k);
+    EXPECT_EQ(stage.stage(), k);
+    EXPECT_EQ(stage.device(), "dev" + std::to_string(k));
+    ASSERT_GE(stage.node_count(), 1);
+    EXPECT_EQ(stage.first_node(), "l" + std::to_string(item));
+    for (int i = 0; i < stage.node_count(); ++i) EXPECT_EQ(plan.stage_by_item(item++), k);
+    EXPECT_EQ(stage.last_node(), "l" + std::to_string(item - 1));
+    EXPECT_EQ(stage.parameters(), 1000 * stage.node_count());
+    EXPECT_GT(stage.forward_seconds(), 0);
+    EXPECT_GT(stage.backward_seconds(), 0);
+    EXPECT_FALSE(stage.recompute());
+    EXPECT_GE(stage.peak_in_flight(), 1);
+    if (k < 3) {
+      EXPECT_EQ(stage.output_bytes(), 100);
+      EXPECT_DOUBLE_EQ(stage.transfer_seconds(), 0.1);
+    } else {
+      EXPECT_EQ(stage.output_bytes(), 0);
+    }
+  }
+  EXPECT_EQ(item, 8);
+  ASSERT_EQ(plan.devices_size(), 4);
+  double idle = 0;
+  for (int d = 0; d < 4; ++d) {
+    const v1::DeviceReport& device = plan.devices(d);
+    EXPECT_EQ(device.device(), "dev" + std::to_string(d));
+    EXPECT_EQ(device.memory().available(), 1 << 30);
+    EXPECT_LE(device.memory().peak(), device.memory().available());
+    // Mixed-precision Adam, one stage per device.
+    const double parameters = static_cast<double>(plan.stages(d).parameters());
+    EXPECT_EQ(device.memory().weights(), 2 * parameters);
+    EXPECT_EQ(device.memory().gradients(), 2 * parameters);
+    EXPECT_EQ(device.memory().optimizer(), 12 * parameters);
+    EXPECT_GT(device.memory().peak(), 16 * parameters);
+    idle += device.bubble_fraction();
+  }
+  EXPECT_DOUBLE_EQ(plan.bubble_fraction(), idle / 4);
+  EXPECT_EQ(plan.timeline_size(), 2 * 4 * 8);  // F and B per device and micro-batch
+  EXPECT_GT(plan.step_seconds(), 0);
+  EXPECT_DOUBLE_EQ(plan.samples_per_second(), 8 / plan.step_seconds());
+  EXPECT_EQ(plan.crossing_bytes(), 300);
+  EXPECT_TRUE(plan.proven_optimal());
+  EXPECT_EQ(plan.lower_bound_seconds(), plan.step_seconds());
+  EXPECT_GT(plan.search_nodes(), 0);
+  EXPECT_EQ(plan.estimated_saved_bytes_nodes(), 1);  // l7
+
+  ASSERT_EQ(plan.cuts_size(), 3);
+  for (int k = 0; k < 3; ++k) {
+    const v1::CutReport& cut = plan.cuts(k);
+    EXPECT_EQ(cut.before_node(), plan.stages(k + 1).first_node());
+    EXPECT_EQ(cut.crossing_bytes(), 100);
+    EXPECT_EQ(cut.earlier().possible(), plan.stages(k).node_count() > 1) << k;
+    EXPECT_EQ(cut.later().possible(), plan.stages(k + 1).node_count() > 1) << k;
+    for (const v1::CutMove& move : {cut.earlier(), cut.later()}) {
+      if (!move.possible()) continue;
+      // The plan is optimal, and every device has room for any cut.
+      EXPECT_GE(move.step_seconds(), plan.step_seconds() * (1 - 1e-12));
+      EXPECT_TRUE(move.fits());
+      EXPECT_GT(move.peak_bytes(), 0);
+    }
+  }
+
+  // The same answer from the graph's bytes, as the server imports it.
+  const std::string bytes = request.graph().SerializeAsString();
+  v1::PlanTrainingResponse from_bytes;
+  ASSERT_TRUE(PlanTraining(request, GraphSource::Serialized(ChunkedBytes(absl::string_view(bytes))),
+                           InputLimits(), token, &from_bytes)
+                  .ok());
+  EXPECT_EQ(from_bytes.SerializeAsString(), response->SerializeAsString());
+}
+
+// A node pinned to a stage of its own is one, and no cut moves next to it.
+TEST(EntryPointsTest, PlanTrainingKeepsPinsAndSaysWhichMovesBreakThem) {
+  v1::PlanTrainingRequest request = TrainingRequest();
+  v1::NodePin* pin = request.mutable_config()->add_pins();
+  pin->set_node("l3");
+  pin->set_pin(v1::OWN_STAGE);
+  CancellationToken token;
+  const absl::StatusOr<v1::PlanTrainingResponse> response =
+      PlanTraining(request, InputLimits(), token);
+  ASSERT_TRUE(response.ok()) << response.status();
+  const v1::TrainingPlan& plan = response->plan();
+  const int stage = plan.stage_by_item(3);
+  EXPECT_EQ(plan.stages(stage).node_count(), 1);
+  EXPECT_EQ(plan.stages(stage).first_node(), "l3");
+  if (stage > 0) {  // the cut before l3
+    EXPECT_FALSE(plan.cuts(stage - 1).earlier().possible());
+    EXPECT_FALSE(plan.cuts(stage - 1).later().possible());
+  }
+  if (stage < 3) {  // the cut after it
+    EXPECT_FALSE(plan.cuts(stage).earlier().possible());
+    EXPECT_FALSE(plan.cuts(stage).later().possible());
+  }
+}
+
+TEST(EntryPointsTest, PlanTrainingThatFitsNowhereIsAFailedPrecondition) {
+  v1::PlanTrainingRequest request = TrainingRequest();
+  *request.mutable_devices() = TestDevices({5000, 5000, 5000, 5000});
+  CancellationToken token;
+  const absl::Status status = PlanTraining(request, InputLimits(), token).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+}
+
+TEST(EntryPointsTest, PlanTrainingNamesItsFields) {
+  CancellationToken token;
+  v1::PlanTrainingRequest request = TrainingRequest();
+  request.mutable_config()->set_micro_batches(0);
+  EXPECT_EQ(FieldOf(PlanTraining(request, InputLimits(), token).status()),
+            "config.micro_batches");
+
+  request = TrainingRequest();
+  request.mutable_config()->add_pins()->set_node("ghost");
+  EXPECT_EQ(FieldOf(PlanTraining(request, InputLimits(), token).status()),
+            "config.pins[0].node");
+
+  request = TrainingRequest();
+  request.mutable_graph()->mutable_nodes(2)->mutable_training()->set_backward_weight_seconds(
+      -1);
+  request.mutable_devices()->mutable_devices(3)->set_available_memory_bytes(-1);
+  std::vector<std::string> fields;
+  for (const FieldViolation& violation :
+       FieldViolations(PlanTraining(request, InputLimits(), token).status())) {
+    fields.push_back(violation.field);
+  }
+  EXPECT_EQ(fields, (std::vector<std::string>{"graph.nodes[2].training.backward_weight_seconds",
+                                              "devices.devices[3].available_memory_bytes"}));
 }
 
 }  // namespace

@@ -1,0 +1,202 @@
+#include "planner/wire/training_plan_response.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "planner/base/status_util.h"
+
+namespace partplan {
+namespace {
+
+v1::TimelineOp::Kind KindOf(PipelineOpKind kind) {
+  switch (kind) {
+    case PipelineOpKind::kForward:
+      return v1::TimelineOp::FORWARD;
+    case PipelineOpKind::kBackward:
+      return v1::TimelineOp::BACKWARD;
+    case PipelineOpKind::kWeight:
+      return v1::TimelineOp::WEIGHT;
+  }
+  return v1::TimelineOp::FORWARD;
+}
+
+double At(const std::vector<double>& values, size_t i) {
+  return i < values.size() ? values[i] : 0.0;
+}
+
+// Whether the pins of the items of stages `first`..`last` hold under `cuts`
+// (the only stages a move of the cut between them changes).
+bool PinsHold(const TrainingChain& chain, const std::vector<int>& cuts, int first, int last) {
+  if (chain.placement.empty()) return true;
+  const int stages = static_cast<int>(cuts.size()) - 1;
+  for (int k = first; k <= last; ++k) {
+    for (int i = cuts[k]; i < cuts[k + 1]; ++i) {
+      switch (chain.placement[i]) {
+        case StagePlacement::kFirst:
+          if (k != 0) return false;
+          break;
+        case StagePlacement::kLast:
+          if (k != stages - 1) return false;
+          break;
+        case StagePlacement::kAlone:
+          if (cuts[k + 1] - cuts[k] != 1) return false;
+          break;
+        case StagePlacement::kAny:
+          break;
+      }
+    }
+  }
+  return true;
+}
+
+// The plan with inner cut `k` at item `at` instead, evaluated.
+absl::Status WriteMove(const TrainingProblem& problem, const TrainingStagePlan& plan, int k,
+                       int at, const CancellationToken& token, v1::CutMove* move) {
+  std::vector<int> cuts = plan.cuts;
+  // Neither stage beside the cut may end up empty.
+  if (at <= cuts[k - 1] || at >= cuts[k + 1]) {
+    move->set_possible(false);
+    return absl::OkStatus();
+  }
+  cuts[k] = at;
+  if (!PinsHold(problem.chain, cuts, k - 1, k)) {
+    move->set_possible(false);
+    return absl::OkStatus();
+  }
+  PARTPLAN_ASSIGN_OR_RETURN(
+      const TrainingStagePlan moved,
+      EvaluateTrainingStages(problem.options.search, problem.chain, problem.devices, cuts,
+                             plan.recompute, token));
+  const ScheduleOptions& schedule = problem.options.search.schedule;
+  const int before = schedule.DeviceOf(k - 1);
+  const int after = schedule.DeviceOf(k);
+  bool fits = true;
+  for (size_t d = 0; d < moved.memory.size() && d < problem.devices.size(); ++d) {
+    fits = fits && moved.memory[d].peak_bytes <= problem.devices[d].memory_bytes;
+  }
+  move->set_possible(true);
+  move->set_step_seconds(moved.step_seconds);
+  move->set_peak_bytes(std::max(moved.memory.at(before).peak_bytes,
+                                moved.memory.at(after).peak_bytes));
+  move->set_fits(fits);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status TrainingPlanResponseFromPlan(const CompactGraph& graph, const DeviceList& devices,
+                                          const TrainingProblem& problem,
+                                          const TrainingStagePlan& plan,
+                                          const CancellationToken& token,
+                                          v1::PlanTrainingResponse* response) {
+  response->Clear();
+  v1::TrainingPlan* out = response->mutable_plan();
+  const ScheduleOptions& schedule = problem.options.search.schedule;
+  const TrainingChain& chain = problem.chain;
+  const int stages = schedule.stages();
+  const int p = schedule.devices;
+  const int n = static_cast<int>(chain.items.size());
+  if (static_cast<int>(plan.cuts.size()) != stages + 1 || plan.cuts.front() != 0 ||
+      plan.cuts.back() != n || static_cast<int>(plan.recompute.size()) != stages ||
+      static_cast<int>(plan.memory.size()) != p || devices.size() != p) {
+    return absl::InternalError("the training plan does not match its problem");
+  }
+  const auto node_name = [&](int item) {
+    const absl::string_view name = graph.name(problem.item_nodes[item]);
+    return std::string(name.data(), name.size());
+  };
+
+  out->mutable_stage_by_item()->Reserve(n);
+  for (int k = 0; k < stages; ++k) {
+    const int begin = plan.cuts[k];
+    const int end = plan.cuts[k + 1];
+    if (begin >= end) return absl::InternalError("the training plan has an empty stage");
+    v1::TrainingStage* stage = out->add_stages();
+    stage->set_stage(k);
+    stage->set_device(devices[schedule.DeviceOf(k)].name);
+    stage->set_first_node(node_name(begin));
+    stage->set_last_node(node_name(end - 1));
+    stage->set_node_count(end - begin);
+    stage->set_recompute(plan.recompute[k]);
+    stage->set_forward_seconds(At(plan.costs.forward, k));
+    stage->set_backward_seconds(At(plan.costs.backward, k));
+    stage->set_weight_seconds(At(plan.costs.weight, k));
+    if (k + 1 < stages) {
+      stage->set_output_bytes(chain.live_bytes[end]);
+      stage->set_transfer_seconds(At(plan.costs.transfer, k));
+    }
+    if (static_cast<size_t>(k) < plan.timeline.peak_in_flight.size()) {
+      stage->set_peak_in_flight(plan.timeline.peak_in_flight[k]);
+    }
+    int64_t parameters = 0;
+    int64_t saved = 0;
+    for (int i = begin; i < end; ++i) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(i));
+      parameters += chain.items[i].parameters;
+      saved += chain.items[i].saved_activation_bytes;
+      out->add_stage_by_item(k);
+    }
+    stage->set_parameters(parameters);
+    stage->set_saved_activation_bytes(saved);
+  }
+
+  double idle = 0;
+  for (int d = 0; d < p; ++d) {
+    const DeviceMemory& memory = plan.memory[d];
+    v1::DeviceReport* report = out->add_devices();
+    report->set_device(devices[d].name);
+    v1::StageMemory* written = report->mutable_memory();
+    written->set_weights(memory.weights);
+    written->set_gradients(memory.gradients);
+    written->set_optimizer(memory.optimizer);
+    written->set_activations(memory.activations);
+    written->set_transient(memory.transient);
+    written->set_peak(memory.peak_bytes);
+    written->set_available(static_cast<double>(devices[d].available_memory_bytes));
+    const double bubble = At(plan.timeline.bubble_fraction, d);
+    report->set_bubble_fraction(bubble);
+    idle += bubble;
+  }
+
+  out->set_step_seconds(plan.step_seconds);
+  const double samples = static_cast<double>(schedule.micro_batches) *
+                         problem.options.micro_batch_size *
+                         problem.options.search.memory.data_parallel;
+  out->set_samples_per_second(plan.step_seconds > 0 ? samples / plan.step_seconds : 0.0);
+  out->set_bubble_fraction(p > 0 ? idle / p : 0.0);
+
+  int64_t ops = 0;
+  for (int d = 0; d < static_cast<int>(plan.timeline.devices.size()); ++d) {
+    for (const PipelineOp& op : plan.timeline.devices[d]) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(ops++));
+      v1::TimelineOp* written = out->add_timeline();
+      written->set_device(d);
+      written->set_kind(KindOf(op.kind));
+      written->set_stage(op.stage);
+      written->set_micro_batch(op.micro_batch);
+      written->set_start_seconds(op.start);
+      written->set_end_seconds(op.end);
+    }
+  }
+
+  for (int k = 1; k < stages; ++k) {
+    PARTPLAN_RETURN_IF_ERROR(token.Check());
+    const int at = plan.cuts[k];
+    v1::CutReport* cut = out->add_cuts();
+    cut->set_before_node(node_name(at));
+    cut->set_crossing_bytes(chain.live_bytes[at]);
+    PARTPLAN_RETURN_IF_ERROR(WriteMove(problem, plan, k, at - 1, token, cut->mutable_earlier()));
+    PARTPLAN_RETURN_IF_ERROR(WriteMove(problem, plan, k, at + 1, token, cut->mutable_later()));
+  }
+
+  out->set_crossing_bytes(plan.crossing_bytes);
+  out->set_proven_optimal(plan.proven_optimal);
+  out->set_lower_bound_seconds(plan.lower_bound);
+  out->set_search_nodes(plan.search_nodes);
+  out->set_estimated_saved_bytes_nodes(problem.estimated_saved_bytes_nodes);
+  return absl::OkStatus();
+}
+
+}  // namespace partplan
