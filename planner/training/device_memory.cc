@@ -108,6 +108,29 @@ DeviceMemory MemoryOfDevice(const ScheduleOptions& options, int device,
   return result;
 }
 
+InFlightCounts InFlightOf(const ScheduleOptions& options, const std::vector<PipelineOp>& ops,
+                          const TrainingMemoryOptions& memory) {
+  const bool weight_op_holds = options.schedule == PipelineSchedule::kZeroBubbleH1 &&
+                               memory.activations_until_weight;
+  InFlightCounts counts;
+  int alive = 0;
+  for (const PipelineOp& op : ops) {
+    switch (op.kind) {
+      case PipelineOpKind::kForward:
+        counts.at_forward = std::max(counts.at_forward, ++alive);
+        break;
+      case PipelineOpKind::kBackward:
+        counts.at_backward = std::max(counts.at_backward, alive);
+        if (!weight_op_holds) --alive;
+        break;
+      case PipelineOpKind::kWeight:
+        if (weight_op_holds) --alive;
+        break;
+    }
+  }
+  return counts;
+}
+
 absl::StatusOr<std::vector<DeviceMemory>> DeviceMemoryUnder(
     const ScheduleOptions& options, const PipelineTimeline& timeline,
     const TrainingMemoryOptions& memory, const std::vector<StageFootprint>& stages,

@@ -99,6 +99,18 @@ DeviceMemory MemoryOfDevice(const ScheduleOptions& options, int device,
                             const TrainingMemoryOptions& memory,
                             const std::vector<StageFootprint>& stages);
 
+// A device that runs one stage holds `at_forward` micro-batches at most
+// once a forward has started, and `at_backward` while a backward runs, so
+// its peak is states + max(at_forward * held, at_backward * held + working
+// set): what MemoryOfDevice finds, in O(1) per footprint once the counts
+// are read off its ops.
+struct InFlightCounts {
+  int at_forward = 0;
+  int at_backward = 0;
+};
+InFlightCounts InFlightOf(const ScheduleOptions& options, const std::vector<PipelineOp>& ops,
+                          const TrainingMemoryOptions& memory);
+
 }  // namespace partplan
 
 #endif  // PARTPLAN_PLANNER_TRAINING_DEVICE_MEMORY_H_

@@ -145,28 +145,26 @@ std::vector<std::vector<PipelineOp>> ScheduleOrder(const ScheduleOptions& option
   return order;
 }
 
-absl::StatusOr<PipelineTimeline> SimulateSchedule(const ScheduleOptions& options,
-                                                  const StageCosts& costs,
-                                                  const CancellationToken& token) {
-  PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup());
+namespace {
+
+// Times the ops of `devices` (an order of `options`) in place and returns
+// the step. Costs are not checked.
+absl::StatusOr<double> TimeOps(const ScheduleOptions& options, const StageCosts& costs,
+                               std::vector<std::vector<PipelineOp>>* devices,
+                               SimulationBuffers* buffers, const CancellationToken& token) {
   const int stages = options.stages();
   const int b = options.micro_batches;
-  PARTPLAN_RETURN_IF_ERROR(CheckCosts("forward", costs.forward, stages));
-  PARTPLAN_RETURN_IF_ERROR(CheckCosts("backward", costs.backward, stages));
-  if (!costs.weight.empty()) PARTPLAN_RETURN_IF_ERROR(CheckCosts("weight", costs.weight, stages));
+  const int p = options.devices;
   const bool split_backward = options.schedule == PipelineSchedule::kZeroBubbleH1;
   const auto weight_cost = [&costs](int stage) {
     return costs.weight.empty() ? 0.0 : costs.weight[stage];
   };
-  PARTPLAN_RETURN_IF_ERROR(CheckCosts("transfer", costs.transfer, stages - 1));
-
-  PipelineTimeline timeline;
-  timeline.devices = ScheduleOrder(options);
-  const int p = options.devices;
   constexpr double kNotYet = -1;
   // When each stage's F and B of each micro-batch ended.
-  std::vector<double> forward_end(static_cast<size_t>(stages) * b, kNotYet);
-  std::vector<double> backward_end(static_cast<size_t>(stages) * b, kNotYet);
+  std::vector<double>& forward_end = buffers->forward_end;
+  std::vector<double>& backward_end = buffers->backward_end;
+  forward_end.assign(static_cast<size_t>(stages) * b, kNotYet);
+  backward_end.assign(static_cast<size_t>(stages) * b, kNotYet);
   const auto at = [b](int stage, int m) { return static_cast<size_t>(stage) * b + m; };
 
   // When `op`'s input is ready, or kNotYet.
@@ -206,7 +204,7 @@ absl::StatusOr<PipelineTimeline> SimulateSchedule(const ScheduleOptions& options
     const int d = to_run.front();
     to_run.pop_front();
     queued[d] = false;
-    std::vector<PipelineOp>& ops = timeline.devices[d];
+    std::vector<PipelineOp>& ops = (*devices)[d];
     while (next[d] < ops.size()) {
       PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
       PipelineOp& op = ops[next[d]];
@@ -233,12 +231,35 @@ absl::StatusOr<PipelineTimeline> SimulateSchedule(const ScheduleOptions& options
       ++next[d];
     }
   }
+  double step = 0;
   for (int d = 0; d < p; ++d) {
-    if (next[d] != timeline.devices[d].size()) {
+    if (next[d] != (*devices)[d].size()) {
       return absl::InternalError(absl::StrCat("the schedule deadlocks on device ", d));
     }
-    timeline.step_seconds = std::max(timeline.step_seconds, free_at[d]);
+    step = std::max(step, free_at[d]);
   }
+  return step;
+}
+
+}  // namespace
+
+absl::StatusOr<PipelineTimeline> SimulateSchedule(const ScheduleOptions& options,
+                                                  const StageCosts& costs,
+                                                  const CancellationToken& token) {
+  PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup());
+  const int stages = options.stages();
+  PARTPLAN_RETURN_IF_ERROR(CheckCosts("forward", costs.forward, stages));
+  PARTPLAN_RETURN_IF_ERROR(CheckCosts("backward", costs.backward, stages));
+  if (!costs.weight.empty()) PARTPLAN_RETURN_IF_ERROR(CheckCosts("weight", costs.weight, stages));
+  PARTPLAN_RETURN_IF_ERROR(CheckCosts("transfer", costs.transfer, stages - 1));
+
+  PipelineTimeline timeline;
+  timeline.devices = ScheduleOrder(options);
+  SimulationBuffers buffers;
+  PARTPLAN_ASSIGN_OR_RETURN(timeline.step_seconds,
+                            TimeOps(options, costs, &timeline.devices, &buffers, token));
+  const int p = options.devices;
+  const bool split_backward = options.schedule == PipelineSchedule::kZeroBubbleH1;
 
   // A device's ops never overlap, so its order is time order: a micro-batch
   // joins its stage when its F starts and leaves when its B (or W) ends.
@@ -272,6 +293,14 @@ absl::StatusOr<PipelineTimeline> SimulateSchedule(const ScheduleOptions& options
     }
   }
   return timeline;
+}
+
+StepSimulator::StepSimulator(const ScheduleOptions& options)
+    : options_(options), order_(ScheduleOrder(options)) {}
+
+absl::StatusOr<double> StepSimulator::StepSeconds(const StageCosts& costs,
+                                                  const CancellationToken& token) {
+  return TimeOps(options_, costs, &order_, &buffers_, token);
 }
 
 }  // namespace partplan

@@ -132,6 +132,27 @@ absl::StatusOr<PipelineTimeline> SimulateSchedule(const ScheduleOptions& options
                                                   const StageCosts& costs,
                                                   const CancellationToken& token);
 
+struct SimulationBuffers {
+  std::vector<double> forward_end;
+  std::vector<double> backward_end;
+};
+
+// The step time of one schedule for many cost vectors, for a search: the
+// order is built once and the buffers kept. The options must pass
+// CheckAndSetup(); the costs are not checked (SimulateSchedule checks
+// them): give every stage and link a finite, non-negative cost.
+class StepSimulator {
+ public:
+  explicit StepSimulator(const ScheduleOptions& options);
+  // SimulateSchedule(options, costs, token)->step_seconds, exactly.
+  absl::StatusOr<double> StepSeconds(const StageCosts& costs, const CancellationToken& token);
+
+ private:
+  ScheduleOptions options_;
+  std::vector<std::vector<PipelineOp>> order_;
+  SimulationBuffers buffers_;
+};
+
 }  // namespace partplan
 
 #endif  // PARTPLAN_PLANNER_TRAINING_SCHEDULE_H_

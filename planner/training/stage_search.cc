@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <utility>
 
@@ -86,6 +87,10 @@ class StageTable {
         order_(ScheduleOrder(options.schedule)),
         transient_(Transients(chain)),
         split_weight_(options.schedule.schedule == PipelineSchedule::kZeroBubbleH1) {
+    per_parameter_ = options.memory.BytesPerParameter();
+    for (int d = 0; d < options.schedule.devices; ++d) {
+      in_flight_.push_back(InFlightOf(options.schedule, order_[d], options.memory));
+    }
     forward_.assign(n_ + 1, 0);
     input_.assign(n_ + 1, 0);
     weight_.assign(n_ + 1, 0);
@@ -119,6 +124,11 @@ class StageTable {
   }
 
   int items() const { return n_; }
+  bool one_chunk() const { return options_.schedule.chunks_per_device == 1; }
+  // Prefix sums of the items' work before item x.
+  double ForwardBefore(int x) const { return forward_[x]; }
+  double InputBefore(int x) const { return input_[x]; }
+  double WeightBefore(int x) const { return weight_[x]; }
   int stages() const { return stages_; }
   int device_of(int stage) const { return options_.schedule.DeviceOf(stage); }
   bool split_weight() const { return split_weight_; }
@@ -190,14 +200,43 @@ class StageTable {
 
   // The device's peak with the footprints given (the others' zero).
   double DevicePeak(int device, const std::vector<StageFootprint>& footprints) const {
+    if (one_chunk()) return StagePeak(device, footprints[device]);
     return MemoryOfDevice(options_.schedule, device, order_[device], options_.memory, footprints)
         .peak_bytes;
   }
   bool DeviceFits(int device, const std::vector<StageFootprint>& footprints) const {
     return DevicePeak(device, footprints) <= devices_[device].memory_bytes;
   }
+  // With one chunk per device: the fastest recompute choice with which
+  // stage [begin, end) fits (0 none, 1 full), or -1.
+  int FastestFitting(int stage, int begin, int end) const {
+    for (const bool recompute : RecomputeChoices(options_.recompute)) {
+      if (StageFits(stage, begin, end, recompute)) return recompute ? 1 : 0;
+    }
+    return -1;
+  }
+  // With one chunk per device: whether stage [begin, end) fits its device.
+  bool StageFits(int stage, int begin, int end, bool recompute) const {
+    return StagePeak(stage, Footprint(begin, end, recompute)) <=
+           devices_[device_of(stage)].memory_bytes;
+  }
 
  private:
+  // MemoryOfDevice's peak of a device running one stage, in O(1).
+  double StagePeak(int stage, const StageFootprint& footprint) const {
+    const InFlightCounts& counts = in_flight_[device_of(stage)];
+    const double held = static_cast<double>(footprint.recompute ? footprint.input_bytes
+                                                                : footprint.saved_activation_bytes);
+    const double working =
+        static_cast<double>(footprint.transient_bytes) +
+        (footprint.recompute ? static_cast<double>(footprint.saved_activation_bytes) : 0.0);
+    // Summed in MemoryOfDevice's order, so that both agree to the byte.
+    const double parameters = static_cast<double>(footprint.parameters);
+    return parameters * per_parameter_.weights + parameters * per_parameter_.gradients +
+           parameters * per_parameter_.optimizer +
+           std::max(counts.at_forward * held, counts.at_backward * held + working);
+  }
+
   static RangeMax Transients(const TrainingChain& chain) {
     std::vector<int64_t> values;
     values.reserve(chain.items.size());
@@ -216,18 +255,243 @@ class StageTable {
   std::vector<double> forward_, input_, weight_;
   std::vector<int64_t> saved_, parameters_;
   std::vector<int> tail_stage_;
+  ModelStateBytes per_parameter_;
+  std::vector<InFlightCounts> in_flight_;  // per device
   int first_ = -1;                // the last item pinned to the first stage
   int last_ = std::numeric_limits<int>::max();  // the first pinned to the last
   std::vector<int> alone_from_;   // the first item at or after i that is alone
+};
+
+// With one chunk per device, a lower bound on the step of every way to
+// finish a plan, computed for every stage and start by a dynamic program.
+// Device j (stage j) cannot start before S_j = sum over i < j of (F_i +
+// t_i), works B * busy_j, and (unless the schedule ends devices on a W)
+// then waits for the gradient to cross back: G_j = sum over i < j of (B_i +
+// t_i). So step >= max over j of S_j + G_j + B * busy_j, and for stages
+// k.. started at item e, with S_k and G_k fixed by the stages before,
+//   D(k, e) = min over ends x of max(B * busy_k(e, x),
+//                                    c_k(e, x) + D(k + 1, x)),
+//   c_k = F_k + t_k (+ B_k + t_k with the gradient tail),
+// bounds the rest: step >= S_k + G_k + D(k, e). Each stage takes its
+// fastest choice that fits (more only adds time), ends where the pins
+// allow. For fixed e, B * busy_k grows with x, and of two ends the earlier
+// is better when its c + D is no larger; so the useful ends, kept in a
+// deque as e falls (the window of ends that fit slides left), have c + D
+// falling as busy rises, and the best is where they cross: a binary
+// search. O(P n log n) time, O(P n) memory.
+class SuffixBound {
+ public:
+  SuffixBound() = default;
+
+  static absl::StatusOr<SuffixBound> Compute(const StageSearchOptions& options,
+                                             const StageTable& table,
+                                             const CancellationToken& token) {
+    SuffixBound bound;
+    const int stages = table.stages();
+    const int n = table.items();
+    bound.tail_ = !table.split_weight();
+    bound.values_.assign(stages + 1, std::vector<double>(n + 1, kInfinity));
+    bound.values_[stages][n] = 0;
+    bound.end_.assign(stages, std::vector<int>(n + 1, -1));
+    bound.recompute_.assign(stages, std::vector<bool>(n + 1, false));
+    int64_t work = 0;
+    for (int k = stages - 1; k >= 0; --k) {
+      PARTPLAN_RETURN_IF_ERROR(bound.Stage(options, table, k, token, &work));
+    }
+    return bound;
+  }
+
+  // The bound on stages `stage`.. started at item `begin`, to add to
+  // S + G; infinity when they cannot be made.
+  double At(int stage, int begin) const { return values_[stage][begin]; }
+  // Whether the gradient tail G is part of it.
+  bool has_tail() const { return tail_; }
+
+  // The plan that attains D(0, 0): a plan whose step is often close to it,
+  // to seed the search. Empty when there is none; its stages may not fit
+  // where recompute's window was widened.
+  std::vector<int> Plan(std::vector<bool>* recompute) const {
+    const int stages = static_cast<int>(end_.size());
+    std::vector<int> cuts(stages + 1, 0);
+    recompute->assign(stages, false);
+    for (int k = 0; k < stages; ++k) {
+      const int end = end_[k][cuts[k]];
+      if (end < 0 || !std::isfinite(values_[k][cuts[k]])) return {};
+      cuts[k + 1] = end;
+      (*recompute)[k] = recompute_[k][cuts[k]];
+    }
+    return cuts;
+  }
+
+ private:
+  // One recompute choice's ends for stage k: x in [low, high] as e falls.
+  // A deque in an array: ends are only pushed at the front, so the front
+  // walks down from the array's end. Ends increase from front to back, psi
+  // strictly falls.
+  struct Window {
+    Window(int capacity, bool recompute)
+        : recompute(recompute), ends(capacity), psi(capacity), front(capacity), back(capacity) {}
+    bool empty() const { return front == back; }
+    int size() const { return back - front; }
+    bool recompute;
+    int lowest_added = std::numeric_limits<int>::max();
+    std::vector<int> ends;
+    std::vector<double> psi;
+    int front;  // the first used slot
+    int back;   // one past the last
+  };
+
+  absl::Status Stage(const StageSearchOptions& options, const StageTable& table, int k,
+                     const CancellationToken& token, int64_t* work) {
+    const int stages = table.stages();
+    const int n = table.items();
+    const double micro_batches = options.schedule.micro_batches;
+    const double speed = table.speed(k);
+    const std::vector<double>& next = values_[k + 1];
+    std::vector<double>& out = values_[k];
+    // c_k(e, x) + D(k + 1, x) = psi(x) - phi(e), and busy_k(e, x).
+    const auto phi = [&](int x, bool recompute) {
+      const double forward = table.ForwardBefore(x) * (1 + (tail_ && recompute ? 1 : 0));
+      const double gradient =
+          tail_ ? table.InputBefore(x) + (table.split_weight() ? 0.0 : table.WeightBefore(x))
+                : 0.0;
+      return (forward + gradient) / speed;
+    };
+    const auto psi = [&](int x, bool recompute) {
+      const double transfer = x < n ? table.Transfer(k, x) * (tail_ ? 2 : 1) : 0.0;
+      return phi(x, recompute) + transfer + next[x];
+    };
+    // B * busy_k(e, x) = work(x) - work(e), from prefix sums per choice.
+    std::vector<double> work_plain(n + 1), work_recompute(n + 1);
+    for (int x = 0; x <= n; ++x) {
+      const double both = table.InputBefore(x) + table.WeightBefore(x);
+      work_plain[x] = micro_batches * (table.ForwardBefore(x) + both) / speed;
+      work_recompute[x] = micro_batches * (2 * table.ForwardBefore(x) + both) / speed;
+    }
+    const auto busy = [&](int e, int x, bool recompute) {
+      const std::vector<double>& work = recompute ? work_recompute : work_plain;
+      return work[x] - work[e];
+    };
+    // The best end in a window for start e: the crossing of busy (rising)
+    // and psi - phi(e) (falling) along the deque.
+    const auto best_in = [&](const Window& window, int e) -> std::pair<double, int> {
+      if (window.empty()) return {kInfinity, -1};
+      const double offset = phi(e, window.recompute);
+      int lo = window.front, hi = window.back;
+      while (lo < hi) {  // the first end whose busy is at least its c + D
+        const int mid = lo + (hi - lo) / 2;
+        if (busy(e, window.ends[mid], window.recompute) >= window.psi[mid] - offset) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
+      }
+      std::pair<double, int> best = {kInfinity, -1};
+      if (lo < window.back) best = {busy(e, window.ends[lo], window.recompute), window.ends[lo]};
+      if (lo > window.front && window.psi[lo - 1] - offset < best.first) {
+        best = {window.psi[lo - 1] - offset, window.ends[lo - 1]};
+      }
+      return best;
+    };
+    // Moves a window to [low, high]; both only fall as e falls.
+    const auto slide = [&](Window* window, int low, int high) {
+      while (!window->empty() && window->ends[window->back - 1] > high) --window->back;
+      for (int x = std::min(window->lowest_added - 1, high); x >= low; --x) {
+        const double value = psi(x, window->recompute);
+        if (!std::isfinite(value)) continue;
+        while (!window->empty() && window->psi[window->front] >= value) ++window->front;
+        if (window->empty()) window->front = window->back = static_cast<int>(window->ends.size());
+        --window->front;
+        window->ends[window->front] = x;
+        window->psi[window->front] = value;
+      }
+      window->lowest_added = std::min(window->lowest_added, low);
+    };
+
+    const std::vector<bool> choices = RecomputeChoices(options.recompute);
+    const bool has_plain = choices.front() == false;
+    // When the largest stage fits without recompute, every stage does, and
+    // recompute would only add time.
+    const bool has_recompute =
+        choices.back() == true && !(has_plain && table.StageFits(k, k == 0 ? 0 : 1, n, false));
+    // Recomputing, a stage holds its inputs, which need not grow as its
+    // start falls, so the last end that fits need not fall with it. The
+    // window takes the most of it over later starts instead: more ends,
+    // a lower bound still.
+    std::vector<int> recompute_reach(n + 1, 0);
+    if (has_recompute) {
+      for (int e = 0; e < n; ++e) {
+        PARTPLAN_RETURN_IF_ERROR(token.CheckEvery((*work)++));
+        int good = e, bad = n + 1;
+        while (bad - good > 1) {
+          const int mid = good + (bad - good) / 2;
+          (table.StageFits(k, e, mid, true) ? good : bad) = mid;
+        }
+        recompute_reach[e] = e > 0 ? std::max(recompute_reach[e - 1], good) : good;
+      }
+    }
+    Window plain(n + 1, false), recomputed(n + 1, true);
+    int plain_reach = n;  // the last end that fits without recompute
+    const int last_start = k == 0 ? 0 : n - (stages - k);
+    for (int e = last_start; e >= (k == 0 ? 0 : 1); --e) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery((*work)++));
+      int low = 0, high = 0;
+      if (!table.EndRange(k, e, &low, &high)) continue;
+      while (plain_reach > e && !table.StageFits(k, e, plain_reach, false)) --plain_reach;
+      double best = kInfinity;
+      const auto take = [&](double value, int end, bool recompute) {
+        if (value < best) {
+          best = value;
+          end_[k][e] = end;
+          recompute_[k][e] = recompute;
+        }
+      };
+      if (high - low <= 1 || low > e + 1) {
+        // A pinned stage, the last or the first: its few ends directly.
+        for (int x = low; x <= high; ++x) {
+          for (const bool recompute : choices) {
+            if (!table.StageFits(k, e, x, recompute)) continue;
+            take(std::max(busy(e, x, recompute), psi(x, recompute) - phi(e, recompute)), x,
+                 recompute);
+            break;
+          }
+        }
+      } else {
+        if (has_plain) {
+          slide(&plain, low, std::min(high, plain_reach));
+          const auto [value, end] = best_in(plain, e);
+          take(value, end, false);
+        }
+        if (has_recompute) {
+          slide(&recomputed, low, std::min(high, recompute_reach[e]));
+          const auto [value, end] = best_in(recomputed, e);
+          take(value, end, true);
+        }
+      }
+      out[e] = best;
+    }
+    return absl::OkStatus();
+  }
+
+  bool tail_ = true;
+  std::vector<std::vector<double>> values_;  // D(k, e)
+  std::vector<std::vector<int>> end_;        // the end attaining it
+  std::vector<std::vector<bool>> recompute_;
 };
 
 // The branch and bound. Stages are chosen in order; costs_ and footprints_
 // hold the chosen stages' entries and zeros beyond.
 class Search {
  public:
-  Search(const StageSearchOptions& options, const StageTable& table,
+  // `suffix` may be null (several chunks per device).
+  Search(const StageSearchOptions& options, const StageTable& table, const SuffixBound* suffix,
          const CancellationToken& token)
-      : options_(options), table_(table), token_(token), choices_(RecomputeChoices(options.recompute)) {
+      : options_(options),
+        table_(table),
+        suffix_(suffix),
+        token_(token),
+        choices_(RecomputeChoices(options.recompute)),
+        simulator_(options.schedule) {
     const int stages = table.stages();
     const int devices = options.schedule.devices;
     costs_.forward.assign(stages, 0);
@@ -249,6 +513,7 @@ class Search {
     for (int k = 0; k < stages; ++k) last_stage_of_device_[table.device_of(k)] = k;
     device_busy_.assign(devices, 0);
     device_start_.assign(devices, 0);
+    ops_per_simulation_ = int64_t{3} * stages * options.schedule.micro_batches;
     start_.assign(stages + 1, 0);
     gradient_.assign(stages + 1, 0);
   }
@@ -284,10 +549,10 @@ class Search {
     for (int d = 0; d < options_.schedule.devices; ++d) {
       if (!table_.DeviceFits(d, footprints)) return absl::OkStatus();
     }
-    PARTPLAN_ASSIGN_OR_RETURN(const PipelineTimeline timeline,
-                              SimulateSchedule(options_.schedule, costs, token_));
-    if (Better(timeline.step_seconds, bytes, best_)) {
-      best_.step = timeline.step_seconds;
+    if (Prunes(DeviceBound(costs), bytes)) return absl::OkStatus();
+    PARTPLAN_ASSIGN_OR_RETURN(const double step, simulator_.StepSeconds(costs, token_));
+    if (Better(step, bytes, best_)) {
+      best_.step = step;
       best_.bytes = bytes;
       best_.cuts = cuts;
       best_.recompute = recompute;
@@ -295,7 +560,33 @@ class Search {
     return absl::OkStatus();
   }
 
-  absl::Status Run() { return Extend(0, 0, 0); }
+  absl::Status Run() {
+    return Extend(0, 0, 0, suffix_ != nullptr ? suffix_->At(0, 0) : 0.0);
+  }
+
+  // The most over devices of their first op's earliest start, their work
+  // (B times their stages' F + B + W) and, when their last op is a
+  // backward, the gradient's way back to stage 0: a lower bound on the
+  // step, in O(P v).
+  double DeviceBound(const StageCosts& costs) const {
+    const int stages = table_.stages();
+    const double micro_batches = options_.schedule.micro_batches;
+    std::vector<double> start(stages, 0), gradient(stages, 0), busy(options_.schedule.devices, 0);
+    for (int k = 0; k < stages; ++k) {
+      const double weight = costs.weight.empty() ? 0.0 : costs.weight[k];
+      busy[table_.device_of(k)] += costs.forward[k] + costs.backward[k] + weight;
+      if (k + 1 < stages) {
+        start[k + 1] = start[k] + costs.forward[k] + costs.transfer[k];
+        gradient[k + 1] = gradient[k] + costs.backward[k] + costs.transfer[k];
+      }
+    }
+    double bound = 0;
+    for (int d = 0; d < options_.schedule.devices; ++d) {
+      const int tail = table_.tail_stage(d);
+      bound = std::max(bound, start[d] + micro_batches * busy[d] + (tail >= 0 ? gradient[tail] : 0));
+    }
+    return bound;
+  }
 
  private:
   struct Child {
@@ -308,13 +599,13 @@ class Search {
   // cuts. start_[k] is the earliest stage k's first forward can start, and
   // gradient_[k] the least time a gradient takes from stage k's input back
   // through stages k-1..0 (both over the chosen stages).
-  absl::Status Extend(int stage, int begin, int64_t bytes) {
-    PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(visits_++));
+  absl::Status Extend(int stage, int begin, int64_t bytes, double node_bound) {
+    PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(nodes_));
     int low = 0;
     int high = 0;
     if (!table_.EndRange(stage, begin, &low, &high)) return absl::OkStatus();
     std::vector<Child> children;
-    PARTPLAN_RETURN_IF_ERROR(Children(stage, begin, bytes, low, high, &children));
+    PARTPLAN_RETURN_IF_ERROR(Children(stage, begin, bytes, node_bound, low, high, &children));
     std::sort(children.begin(), children.end(),
               [](const Child& a, const Child& b) { return a.bound < b.bound; });
     for (const Child& child : children) {
@@ -325,8 +616,8 @@ class Search {
 
   // The ends and recompute choices of stage `stage` worth trying, with a
   // bound on the step of every plan through them.
-  absl::Status Children(int stage, int begin, int64_t bytes, int low, int high,
-                        std::vector<Child>* children) {
+  absl::Status Children(int stage, int begin, int64_t bytes, double node_bound, int low,
+                        int high, std::vector<Child>* children) {
     const int device = table_.device_of(stage);
     const bool opens_device = stage < options_.schedule.devices;
     const bool closes_device = last_stage_of_device_[device] == stage;
@@ -335,7 +626,13 @@ class Search {
     const int tail_stage = table_.tail_stage(device);
     const bool chain_to_rest = !table_.split_weight() && options_.schedule.chunks_per_device == 1;
     for (int end = low; end <= high; ++end) {
-      PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(visits_++));
+      PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(nodes_));
+      // Every end tried is a node of the search: its bound is worked out.
+      if (++nodes_ > options_.max_search_nodes) {
+        exhausted_ = true;
+        least_unexplored_ = std::min(least_unexplored_, node_bound);
+        return absl::OkStatus();
+      }
       const int64_t crossing = end < table_.items() ? bytes + table_.LiveBytes(end) : bytes;
       bool any_fits = false;
       bool all_too_slow = true;
@@ -361,6 +658,11 @@ class Search {
                         micro_batches * table_.Work(end, table_.items()) / speed_from_[stage + 1];
           if (chain_to_rest) rest += gradient_[stage] + backward + transfer;
           bound = std::max(bound, rest);
+          if (suffix_ != nullptr) {
+            double finish = start_[stage] + forward + transfer + suffix_->At(stage + 1, end);
+            if (suffix_->has_tail()) finish += gradient_[stage] + backward + transfer;
+            bound = std::max(bound, finish);
+          }
         }
         if (Prunes(bound, crossing)) {
           if (exhausted_) least_unexplored_ = std::min(least_unexplored_, bound);
@@ -404,11 +706,6 @@ class Search {
       return absl::OkStatus();
     }
     if (Prunes(child.bound, crossing)) return absl::OkStatus();
-    if (++nodes_ > options_.max_search_nodes) {
-      exhausted_ = true;
-      least_unexplored_ = std::min(least_unexplored_, child.bound);
-      return absl::OkStatus();
-    }
     cuts_[stage + 1] = end;
     recompute_[stage] = child.recompute;
     if (stage + 1 == stages) return Offer(cuts_, recompute_);
@@ -428,12 +725,13 @@ class Search {
     gradient_[stage + 1] = gradient_[stage] + backward + transfer;
 
     // The schedule on the stages so far with the rest free: the step only
-    // grows with any stage's cost, so this bounds every completion.
-    PARTPLAN_ASSIGN_OR_RETURN(const PipelineTimeline partial,
-                              SimulateSchedule(options_.schedule, costs_, token_));
-    const double bound = std::max(child.bound, partial.step_seconds);
+    // grows with any stage's cost, so this bounds every completion. It
+    // costs a node per 64 ops simulated.
+    nodes_ += ops_per_simulation_ / 64;
+    PARTPLAN_ASSIGN_OR_RETURN(const double partial, simulator_.StepSeconds(costs_, token_));
+    const double bound = std::max(child.bound, partial);
     absl::Status status = absl::OkStatus();
-    if (!Prunes(bound, crossing)) status = Extend(stage + 1, end, crossing);
+    if (!Prunes(bound, crossing)) status = Extend(stage + 1, end, crossing, bound);
 
     device_busy_[device] -= forward + backward + weight;
     costs_.forward[stage] = 0;
@@ -460,8 +758,11 @@ class Search {
 
   const StageSearchOptions& options_;
   const StageTable& table_;
+  const SuffixBound* suffix_;
   const CancellationToken& token_;
   const std::vector<bool> choices_;
+  StepSimulator simulator_;
+  int64_t ops_per_simulation_ = 0;
   StageCosts costs_;
   std::vector<StageFootprint> footprints_;
   std::vector<int> cuts_;
@@ -474,7 +775,6 @@ class Search {
   std::vector<double> gradient_;
   Candidate best_;
   int64_t nodes_ = 0;
-  int64_t visits_ = 0;
   bool exhausted_ = false;
   double least_unexplored_ = kInfinity;
 };
@@ -525,37 +825,44 @@ std::vector<int> GreedyCuts(const StageSearchOptions& options, const StageTable&
   return cuts;
 }
 
-// Moves single cuts by 1, 2, 4, ... items either way, the two stages beside
-// the cut taking each recompute choice, while the best plan improves.
-absl::Status ImproveByMoves(const StageSearchOptions& options, const StageTable& table,
-                            const CancellationToken& token, Search* search) {
+// Moves single cuts by 1, 2, 4, ... items either way (up to 64 or a
+// stage's length), for a few rounds while the best plan improves. With one chunk per device the two
+// stages beside the cut take their fastest choice that fits; with several,
+// they keep theirs.
+absl::Status ImproveByMoves(const StageTable& table, const CancellationToken& token,
+                            Search* search) {
   const int stages = table.stages();
-  const std::vector<bool> choices = RecomputeChoices(options.recompute);
+  const int longest_move = std::min(64, std::max(1, table.items() / stages));
+  // Each move simulates the schedule: at most 8 per stage in all.
+  int64_t moves_left = int64_t{8} * stages;
   bool improved = true;
-  for (int round = 0; improved && round < 64; ++round) {
+  for (int round = 0; improved && round < 4; ++round) {
     improved = false;
     for (int k = 1; k < stages; ++k) {
-      for (int step = 1; step < table.items() && !improved; step *= 2) {
+      PARTPLAN_RETURN_IF_ERROR(token.Check());
+      bool moved = false;
+      for (int step = 1; step <= longest_move && !moved; step *= 2) {
         for (const int sign : {-1, 1}) {
+          if (moves_left-- <= 0) return absl::OkStatus();
           const Candidate before = search->best();
           std::vector<int> cuts = before.cuts;
           cuts[k] += sign * step;
           if (cuts[k] <= cuts[k - 1] || cuts[k] >= cuts[k + 1]) continue;
           std::vector<bool> recompute = before.recompute;
-          for (const bool left : choices) {
-            for (const bool right : choices) {
-              recompute[k - 1] = left;
-              recompute[k] = right;
-              PARTPLAN_RETURN_IF_ERROR(search->Offer(cuts, recompute));
+          if (table.one_chunk()) {
+            for (const int stage : {k - 1, k}) {
+              const int choice = table.FastestFitting(stage, cuts[stage], cuts[stage + 1]);
+              if (choice >= 0) recompute[stage] = choice == 1;
             }
           }
-          PARTPLAN_RETURN_IF_ERROR(token.Check());
-          if (search->best().cuts != before.cuts ||
-              search->best().recompute != before.recompute) {
-            improved = true;
+          PARTPLAN_RETURN_IF_ERROR(search->Offer(cuts, recompute));
+          if (search->best().cuts != before.cuts) {
+            moved = true;
+            break;
           }
         }
       }
+      improved = improved || moved;
     }
   }
   return absl::OkStatus();
@@ -610,9 +917,9 @@ absl::Status StageSearchOptions::CheckAndSetup(const TrainingChain& chain,
                                                const std::vector<TrainingDevice>& devices) const {
   PARTPLAN_RETURN_IF_ERROR(schedule.CheckAndSetup());
   PARTPLAN_RETURN_IF_ERROR(memory.CheckAndSetup());
-  if (max_search_nodes < 1) {
+  if (max_search_nodes < 0) {
     return InvalidFieldError("max_search_nodes",
-                             absl::StrCat("at least 1, got ", max_search_nodes));
+                             absl::StrCat("at least 0, got ", max_search_nodes));
   }
   const int n = static_cast<int>(chain.items.size());
   if (n < schedule.stages()) {
@@ -733,10 +1040,18 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
                                                      const CancellationToken& token) {
   PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup(chain, devices));
   const StageTable table(options, chain, devices);
-  Search search(options, table, token);
-
-  // The seed: the least busiest-stage time at which the greedy succeeds,
-  // by bisection, then single-cut moves.
+  SuffixBound suffix;
+  if (table.one_chunk()) {
+    PARTPLAN_ASSIGN_OR_RETURN(suffix, SuffixBound::Compute(options, table, token));
+  }
+  Search search(options, table, table.one_chunk() ? &suffix : nullptr, token);
+  // Seeds: the plan attaining the suffix bound, and the least busiest-stage
+  // time at which the greedy succeeds, by bisection; then single-cut moves.
+  if (table.one_chunk()) {
+    std::vector<bool> recompute;
+    const std::vector<int> cuts = suffix.Plan(&recompute);
+    if (!cuts.empty()) PARTPLAN_RETURN_IF_ERROR(search.Offer(cuts, recompute));
+  }
   double slowest = kInfinity;
   for (const TrainingDevice& device : devices) slowest = std::min(slowest, device.speed);
   // Recompute at most doubles the forward: no stage takes longer than this.
@@ -751,13 +1066,13 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
     }
     const std::vector<int> cuts = GreedyCuts(options, table, devices, high, &recompute);
     PARTPLAN_RETURN_IF_ERROR(search.Offer(cuts, recompute));
-    if (std::isfinite(search.best().step)) {
-      PARTPLAN_RETURN_IF_ERROR(ImproveByMoves(options, table, token, &search));
-    }
   }
-  PARTPLAN_RETURN_IF_ERROR(search.Run());
+  if (std::isfinite(search.best().step)) {
+    PARTPLAN_RETURN_IF_ERROR(ImproveByMoves(table, token, &search));
+  }
+  if (options.max_search_nodes > 0) PARTPLAN_RETURN_IF_ERROR(search.Run());
   if (!std::isfinite(search.best().step)) {
-    if (search.exhausted()) {
+    if (search.exhausted() || options.max_search_nodes == 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("no plan that fits the devices' memory was found within ",
                        options.max_search_nodes, " search nodes (max_search_nodes)"));
@@ -768,10 +1083,14 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
                             EvaluateTrainingStages(options, chain, devices, search.best().cuts,
                                                    search.best().recompute, token));
   plan.search_nodes = search.nodes();
-  plan.proven_optimal = !search.exhausted();
-  plan.lower_bound = plan.proven_optimal
-                         ? plan.step_seconds
-                         : std::min(plan.step_seconds, search.least_unexplored());
+  plan.proven_optimal = options.max_search_nodes > 0 && !search.exhausted();
+  if (plan.proven_optimal) {
+    plan.lower_bound = plan.step_seconds;
+  } else {
+    plan.lower_bound = std::min(plan.step_seconds, search.least_unexplored());
+    if (table.one_chunk()) plan.lower_bound = std::max(plan.lower_bound, suffix.At(0, 0));
+    if (options.max_search_nodes == 0) plan.lower_bound = table.one_chunk() ? suffix.At(0, 0) : 0;
+  }
   return plan;
 }
 

@@ -93,10 +93,13 @@ struct StageSearchOptions {
   ScheduleOptions schedule;
   TrainingMemoryOptions memory;
   RecomputeChoice recompute = RecomputeChoice::kAuto;
-  int64_t max_search_nodes = int64_t{1} << 20;
+  // The search's effort: each end tried for a stage is a node, and each
+  // simulation of a partial plan a node per 64 ops it runs. 0: no search,
+  // the first plan only (never proven optimal).
+  int64_t max_search_nodes = int64_t{1} << 16;
 
   // INVALID_ARGUMENT naming the field unless the schedule and memory options
-  // pass their checks, max_search_nodes >= 1, `chain` has at least P * v
+  // pass their checks, max_search_nodes >= 0, `chain` has at least P * v
   // items, finite non-negative costs and sizes, n + 1 live_bytes and, when
   // given, one placement per item, and `devices` has P entries with positive
   // finite speeds, memory >= 0 and positive link rates.
@@ -121,8 +124,8 @@ struct TrainingStagePlan {
 
 // FAILED_PRECONDITION when no plan fits: naming the device short the most,
 // and by how many bytes, with the nodes spread evenly and recomputed (as a
-// guide: the search proved no cut fits), or INVALID_ARGUMENT from CheckAndSetup; the token's
-// status when it fires.
+// guide: the search proved no cut fits), or saying the pins cannot be met.
+// INVALID_ARGUMENT from CheckAndSetup; the token's status when it fires.
 absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& options,
                                                      const TrainingChain& chain,
                                                      const std::vector<TrainingDevice>& devices,

@@ -9,6 +9,7 @@
 #include "planner/base/cancellation.h"
 #include "planner/training/device_memory.h"
 #include "planner/training/schedule.h"
+#include "planner/training/stage_search.h"
 
 namespace partplan {
 namespace {
@@ -68,6 +69,69 @@ void BM_DeviceMemory(benchmark::State& state) {
   }
 }
 
+// A transformer-like chain: an embedding, layers of ten items of unequal
+// cost (attention and MLP matmuls heavy, norms and adds light), and a head.
+TrainingChain TransformerChain(int items) {
+  TrainingChain chain;
+  const double layer_forward[] = {0.2, 3, 3, 1, 0.1, 0.2, 4, 0.3, 4, 0.1};
+  const int64_t layer_parameters[] = {2, 300, 300, 100, 0, 2, 400, 0, 400, 0};
+  for (int i = 0; i < items; ++i) {
+    TrainingItem item;
+    const bool embedding = i == 0;
+    const bool head = i == items - 1;
+    item.forward = embedding ? 1 : head ? 8 : layer_forward[(i - 1) % 10] * (1 + (i % 7) * 0.01);
+    item.backward_input = item.forward;
+    item.backward_weight = item.forward;
+    item.parameters = embedding || head ? 5000 : layer_parameters[(i - 1) % 10];
+    item.saved_activation_bytes = 4096 + (i % 3) * 1024;
+    item.transient_bytes = 8192;
+    chain.items.push_back(item);
+  }
+  for (int c = 0; c <= items; ++c) chain.live_bytes.push_back(c % 10 == 1 ? 4096 : 12288);
+  return chain;
+}
+
+// args: items, devices P, micro-batches B, schedule, memory (0: unlimited,
+// else the share of an even split's largest peak every device gets, in %).
+void BM_PlanTrainingStages(benchmark::State& state) {
+  const int items = static_cast<int>(state.range(0));
+  const auto schedule = static_cast<PipelineSchedule>(state.range(3));
+  StageSearchOptions options;
+  options.schedule = Options(schedule, static_cast<int>(state.range(1)),
+                             static_cast<int>(state.range(2)));
+  const TrainingChain chain = TransformerChain(items);
+  std::vector<TrainingDevice> devices(options.schedule.devices);
+  for (size_t d = 0; d < devices.size(); ++d) {
+    devices[d].speed = d % 4 == 3 ? 0.8 : 1.0;  // one slower device in four
+    devices[d].link_bytes_per_second = 1e5;
+  }
+  const CancellationToken token;
+  if (state.range(4) > 0) {
+    const int stages = options.schedule.stages();
+    std::vector<int> even;
+    for (int k = 0; k <= stages; ++k) even.push_back(static_cast<int>(int64_t{items} * k / stages));
+    const absl::StatusOr<TrainingStagePlan> plan = EvaluateTrainingStages(
+        options, chain, devices, even, std::vector<bool>(stages, false), token);
+    double most = 0;
+    for (const DeviceMemory& memory : plan->memory) most = std::max(most, memory.peak_bytes);
+    for (TrainingDevice& device : devices) device.memory_bytes = most * state.range(4) / 100;
+  }
+  TrainingStagePlan last;
+  for (auto _ : state) {
+    absl::StatusOr<TrainingStagePlan> plan = PlanTrainingStages(options, chain, devices, token);
+    if (!plan.ok()) {
+      state.SkipWithError(std::string(plan.status().message()).c_str());
+      return;
+    }
+    last = *std::move(plan);
+  }
+  state.counters["proven"] = last.proven_optimal;
+  state.counters["nodes"] = static_cast<double>(last.search_nodes);
+  state.counters["gap_pct"] = 100 * (last.step_seconds - last.lower_bound) / last.step_seconds;
+  state.counters["recomputed"] =
+      static_cast<double>(std::count(last.recompute.begin(), last.recompute.end(), true));
+}
+
 void Sizes(benchmark::internal::Benchmark* benchmark) {
   benchmark->Args({16, 64})->Args({64, 256})->Args({64, 1024})->Unit(benchmark::kMicrosecond);
 }
@@ -78,6 +142,18 @@ BENCHMARK_CAPTURE(BM_SimulateSchedule, interleaved_v2, PipelineSchedule::kInterl
     ->Apply(Sizes);
 BENCHMARK_CAPTURE(BM_SimulateSchedule, zb_h1, PipelineSchedule::kZeroBubbleH1)->Apply(Sizes);
 BENCHMARK(BM_DeviceMemory)->Apply(Sizes);
+
+constexpr int kGpipe = static_cast<int>(PipelineSchedule::kGpipe);
+constexpr int k1F1B = static_cast<int>(PipelineSchedule::k1F1B);
+constexpr int kZeroBubble = static_cast<int>(PipelineSchedule::kZeroBubbleH1);
+BENCHMARK(BM_PlanTrainingStages)
+    ->ArgNames({"items", "P", "B", "schedule", "memory_pct"})
+    ->Args({10000, 16, 32, k1F1B, 0})
+    ->Args({10000, 16, 32, k1F1B, 60})
+    ->Args({10000, 16, 32, kGpipe, 0})
+    ->Args({10000, 16, 32, kZeroBubble, 0})
+    ->Args({100000, 64, 128, k1F1B, 0})->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace partplan

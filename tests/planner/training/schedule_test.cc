@@ -335,5 +335,33 @@ TEST(ScheduleTest, StopsWhenTheTokenFires) {
             absl::StatusCode::kCancelled);
 }
 
+// The search's simulator gives SimulateSchedule's step, to the bit, over
+// many cost vectors in a row (its buffers reused).
+TEST(StepSimulatorTest, MatchesSimulateSchedule) {
+  std::mt19937 random(5);
+  std::uniform_real_distribution<double> cost(0, 3);
+  for (const PipelineSchedule schedule :
+       {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved1F1B,
+        PipelineSchedule::kZeroBubbleH1}) {
+    const ScheduleOptions options =
+        Options(schedule, 3, 6, schedule == PipelineSchedule::kInterleaved1F1B ? 2 : 1);
+    StepSimulator simulator(options);
+    for (int i = 0; i < 50; ++i) {
+      StageCosts costs;
+      for (int s = 0; s < options.stages(); ++s) {
+        costs.forward.push_back(cost(random));
+        costs.backward.push_back(cost(random));
+        if (schedule == PipelineSchedule::kZeroBubbleH1) costs.weight.push_back(cost(random));
+        if (s > 0) costs.transfer.push_back(cost(random) / 4);
+      }
+      const absl::StatusOr<double> step = simulator.StepSeconds(costs, NoDeadline());
+      const absl::StatusOr<PipelineTimeline> timeline =
+          SimulateSchedule(options, costs, NoDeadline());
+      ASSERT_TRUE(step.ok() && timeline.ok());
+      EXPECT_EQ(*step, timeline->step_seconds);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace partplan

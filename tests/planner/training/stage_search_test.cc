@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <limits>
 #include <random>
 #include <vector>
@@ -164,10 +165,16 @@ Instance RandomInstance(PipelineSchedule schedule, std::mt19937& random) {
   return instance;
 }
 
+// Besides the search, the first plan alone (max_search_nodes 0): its lower
+// bound must hold, and its gap to the optimum is printed (docs cite it).
 void CompareWithExhaustive(PipelineSchedule schedule, int instances, uint32_t seed) {
   std::mt19937 random(seed);
   int feasible = 0;
   int recomputed = 0;
+  int first_found = 0;
+  int first_optimal = 0;
+  double first_gap_sum = 0;
+  double first_gap_most = 0;
   for (int i = 0; i < instances; ++i) {
     const Instance instance = RandomInstance(schedule, random);
     const Best best = Exhaustive(instance);
@@ -189,8 +196,28 @@ void CompareWithExhaustive(PipelineSchedule schedule, int instances, uint32_t se
       EXPECT_LE(plan->memory[d].peak_bytes, instance.devices[d].memory_bytes) << "instance " << i;
     }
     if (std::count(plan->recompute.begin(), plan->recompute.end(), true) > 0) ++recomputed;
+
+    StageSearchOptions first_only = instance.options;
+    first_only.max_search_nodes = 0;
+    const absl::StatusOr<TrainingStagePlan> first =
+        PlanTrainingStages(first_only, instance.chain, instance.devices, NoDeadline());
+    if (first.ok()) {
+      ++first_found;
+      EXPECT_FALSE(first->proven_optimal);
+      EXPECT_GE(first->step_seconds, best.step) << "instance " << i;
+      EXPECT_LE(first->lower_bound, best.step) << "instance " << i;
+      const double gap = best.step > 0 ? first->step_seconds / best.step - 1 : 0;
+      first_optimal += gap == 0;
+      first_gap_sum += gap;
+      first_gap_most = std::max(first_gap_most, gap);
+    }
     if (::testing::Test::HasFailure()) return;
   }
+  std::cout << ::testing::UnitTest::GetInstance()->current_test_info()->name()
+            << ": the first plan without search: found for " << first_found << " of " << feasible
+            << " feasible instances, optimal for " << first_optimal << ", mean gap "
+            << 100 * first_gap_sum / std::max(1, first_found) << "%, largest "
+            << 100 * first_gap_most << "%\n";
   // The instances exercise both sides of memory and recompute.
   EXPECT_GT(feasible, instances / 3);  // and some are infeasible:
   EXPECT_LT(feasible, instances);
