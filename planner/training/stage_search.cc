@@ -215,6 +215,10 @@ class StageTable {
     }
     return -1;
   }
+  // With one chunk per device: stage [begin, end)'s peak on its device.
+  double StagePeakOf(int stage, int begin, int end, bool recompute) const {
+    return StagePeak(stage, Footprint(begin, end, recompute));
+  }
   // With one chunk per device: whether stage [begin, end) fits its device.
   bool StageFits(int stage, int begin, int end, bool recompute) const {
     return StagePeak(stage, Footprint(begin, end, recompute)) <=
@@ -868,11 +872,86 @@ absl::Status ImproveByMoves(const StageTable& table, const CancellationToken& to
   return absl::OkStatus();
 }
 
-// The FAILED_PRECONDITION when no plan exists: the pins, or memory, with
-// the device short the most when the items are spread evenly and every
-// stage recomputes (when allowed).
+// With one chunk per device: whether some plan has every device within
+// its memory plus `allowance` bytes, and if so such cuts and choices.
+// Stage by stage, the starts reachable so far each reach an interval of
+// ends per recompute choice (memory only grows with the end): O(P n log n).
+absl::StatusOr<bool> FitsWithAllowance(const StageSearchOptions& options,
+                                       const StageTable& table,
+                                       const std::vector<TrainingDevice>& devices,
+                                       double allowance, const CancellationToken& token,
+                                       std::vector<int>* cuts, std::vector<bool>* recompute) {
+  int64_t work = 0;
+  const int stages = table.stages();
+  const int n = table.items();
+  const std::vector<bool> choices = RecomputeChoices(options.recompute);
+  // Per stage and end: the start and choice that reach it, or -1.
+  std::vector<std::vector<int>> from(stages, std::vector<int>(n + 1, -1));
+  std::vector<std::vector<bool>> chose(stages, std::vector<bool>(n + 1, false));
+  std::vector<bool> reachable(n + 1, false);
+  reachable[0] = true;
+  for (int k = 0; k < stages; ++k) {
+    const int device = table.device_of(k);
+    const double cap = devices[device].memory_bytes + allowance;
+    // Each reachable start b reaches the ends [low, reach] (reach the
+    // furthest over its choices); listed where their interval begins.
+    std::vector<std::vector<int>> begins_at(n + 1);
+    std::vector<int> reach(n + 1, -1);
+    std::vector<bool> reach_choice(n + 1, false);
+    for (int b = 0; b < n; ++b) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
+      if (!reachable[b]) continue;
+      int low = 0, high = 0;
+      if (!table.EndRange(k, b, &low, &high)) continue;
+      for (const bool choice : choices) {
+        const auto fits = [&](int e) { return table.StagePeakOf(k, b, e, choice) <= cap; };
+        if (!fits(low)) continue;
+        int good = low, bad = high + 1;
+        while (bad - good > 1) {
+          const int mid = good + (bad - good) / 2;
+          (fits(mid) ? good : bad) = mid;
+        }
+        if (good > reach[b]) {
+          reach[b] = good;
+          reach_choice[b] = choice;
+        }
+      }
+      if (reach[b] >= 0) begins_at[low].push_back(b);
+    }
+    // Sweeping the ends: of the intervals begun, the one reaching furthest
+    // covers every end any of them covers.
+    std::vector<bool> next(n + 1, false);
+    int best = -1;
+    for (int e = 1; e <= n; ++e) {
+      for (const int b : begins_at[e]) {
+        if (best < 0 || reach[b] > reach[best]) best = b;
+      }
+      if (best >= 0 && reach[best] >= e) {
+        next[e] = true;
+        from[k][e] = best;
+        chose[k][e] = reach_choice[best];
+      }
+    }
+    reachable = std::move(next);
+  }
+  if (!reachable[n]) return false;
+  cuts->assign(stages + 1, 0);
+  recompute->assign(stages, false);
+  (*cuts)[stages] = n;
+  for (int k = stages - 1; k >= 0; --k) {
+    (*recompute)[k] = chose[k][(*cuts)[k + 1]];
+    (*cuts)[k] = from[k][(*cuts)[k + 1]];
+  }
+  return true;
+}
+
+// The FAILED_PRECONDITION when no plan exists: the pins, or memory, naming
+// the device short the most, and by how much, in the plan that comes
+// closest: with one chunk per device, the least largest shortfall over
+// every cut and recompute choice (bisection on FitsWithAllowance, to the
+// byte); with several, the nodes spread evenly.
 absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
-                    const std::vector<TrainingDevice>& devices) {
+                    const std::vector<TrainingDevice>& devices, const CancellationToken& token) {
   const int stages = table.stages();
   std::vector<int> cuts(stages + 1, 0);
   cuts[stages] = table.items();
@@ -886,10 +965,55 @@ absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
     const int even = static_cast<int>(static_cast<int64_t>(table.items()) * (k + 1) / stages);
     cuts[k + 1] = std::clamp(even, low, high);
   }
-  const bool recompute = options.recompute != RecomputeChoice::kNever;
+  const bool may_recompute = options.recompute != RecomputeChoice::kNever;
+  std::vector<bool> recompute(stages, may_recompute);
+  const char* how = may_recompute ? "with the nodes spread evenly and every stage recomputed"
+                                  : "with the nodes spread evenly";
+  if (table.one_chunk()) {
+    // An allowance that fits any stage on any device: no stage needs more
+    // than the whole chain would.
+    double most = 0;
+    for (int k = 0; k < stages; ++k) {
+      for (const bool choice : RecomputeChoices(options.recompute)) {
+        most = std::max(most, table.StagePeakOf(k, 0, table.items(), choice));
+      }
+    }
+    double low = 0, high = most + 1;
+    std::vector<int> best_cuts;
+    std::vector<bool> best_recompute;
+    bool fits = false;
+    for (int grow = 0; grow < 8 && !fits; ++grow, high *= 4) {
+      PARTPLAN_RETURN_IF_ERROR(token.Check());
+      PARTPLAN_ASSIGN_OR_RETURN(fits, FitsWithAllowance(options, table, devices, high, token,
+                                                         &best_cuts, &best_recompute));
+      if (fits) break;
+    }
+    if (fits) {
+      for (int round = 0; round < 64 && high - low > 0.5; ++round) {
+        PARTPLAN_RETURN_IF_ERROR(token.Check());
+        const double mid = (low + high) / 2;
+        std::vector<int> mid_cuts;
+        std::vector<bool> mid_recompute;
+        PARTPLAN_ASSIGN_OR_RETURN(const bool mid_fits,
+                                  FitsWithAllowance(options, table, devices, mid, token,
+                                                    &mid_cuts, &mid_recompute));
+        if (mid_fits) {
+          high = mid;
+          best_cuts = std::move(mid_cuts);
+          best_recompute = std::move(mid_recompute);
+        } else {
+          low = mid;
+        }
+      }
+      cuts = std::move(best_cuts);
+      recompute = std::move(best_recompute);
+      how = "in the plan that comes closest (the least largest shortfall over every cut and "
+            "recompute choice)";
+    }
+  }
   std::vector<StageFootprint> footprints;
   for (int k = 0; k < stages; ++k) {
-    footprints.push_back(table.Footprint(cuts[k], cuts[k + 1], recompute));
+    footprints.push_back(table.Footprint(cuts[k], cuts[k + 1], recompute[k]));
   }
   int worst = 0;
   double worst_short = -kInfinity;
@@ -903,10 +1027,8 @@ absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
     }
   }
   return absl::FailedPreconditionError(absl::StrCat(
-      "no plan fits the devices' memory (an exhaustive search found none); with the nodes "
-      "spread evenly",
-      recompute ? " and every stage recomputed" : "", ", device ", worst, " would need ",
-      static_cast<int64_t>(std::ceil(worst_peak)), " bytes, ",
+      "no plan fits the devices' memory (the search tried every cut); ", how, ", device ", worst,
+      " needs ", static_cast<int64_t>(std::ceil(worst_peak)), " bytes, ",
       static_cast<int64_t>(std::ceil(std::max(0.0, worst_short))), " more than its ",
       static_cast<int64_t>(devices[worst].memory_bytes)));
 }
@@ -1077,7 +1199,7 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
           absl::StrCat("no plan that fits the devices' memory was found within ",
                        options.max_search_nodes, " search nodes (max_search_nodes)"));
     }
-    return NoPlan(options, table, devices);
+    return NoPlan(options, table, devices, token);
   }
   PARTPLAN_ASSIGN_OR_RETURN(TrainingStagePlan plan,
                             EvaluateTrainingStages(options, chain, devices, search.best().cuts,

@@ -123,8 +123,9 @@ struct TrainingStagePlan {
 };
 
 // FAILED_PRECONDITION when no plan fits: naming the device short the most,
-// and by how many bytes, with the nodes spread evenly and recomputed (as a
-// guide: the search proved no cut fits), or saying the pins cannot be met.
+// and by how many bytes, in the plan that comes closest (with one chunk per
+// device: the least largest shortfall over every cut and recompute choice;
+// with several: the nodes spread evenly), or saying the pins cannot be met.
 // INVALID_ARGUMENT from CheckAndSetup; the token's status when it fires.
 absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& options,
                                                      const TrainingChain& chain,

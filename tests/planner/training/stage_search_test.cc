@@ -290,12 +290,73 @@ TEST(StageSearchTest, NothingFitsNamesTheDeviceShort) {
   TrainingDevice device;
   device.memory_bytes = 1000;  // two items' 16-byte states are 3,200
   instance.devices.assign(2, device);
-  const absl::StatusOr<TrainingStagePlan> plan =
+  absl::StatusOr<TrainingStagePlan> plan =
       PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
   ASSERT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition) << plan.status();
-  EXPECT_NE(plan.status().message().find("device 0 would need 3200 bytes, 2200 more"),
+  EXPECT_NE(plan.status().message().find("device 0 needs 3200 bytes, 2200 more than its 1000"),
             std::string::npos)
       << plan.status();
+
+  // With room on device 1, the closest plan puts one item on device 0.
+  instance.devices[1].memory_bytes = 5000;
+  plan = PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+  ASSERT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition) << plan.status();
+  EXPECT_NE(plan.status().message().find("device 0 needs 1600 bytes, 600 more than its 1000"),
+            std::string::npos)
+      << plan.status();
+}
+
+// The shortfall an infeasible request reports is the least largest one
+// over every cut and recompute choice, as trying them all finds.
+TEST(StageSearchTest, ShortfallIsTheLeastOverEveryCut) {
+  std::mt19937 random(21);
+  int checked = 0;
+  for (int i = 0; i < 400; ++i) {
+    Instance instance = RandomInstance(PipelineSchedule::k1F1B, random);
+    for (TrainingDevice& device : instance.devices) {
+      if (std::isinf(device.memory_bytes)) device.memory_bytes = 10;
+      device.memory_bytes = std::floor(device.memory_bytes / 3);
+    }
+    const absl::StatusOr<TrainingStagePlan> plan =
+        PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+    if (plan.ok() || !instance.chain.placement.empty()) continue;
+    ASSERT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition) << plan.status();
+    // Every cut and choice: the least over plans of the largest shortfall.
+    const int stages = instance.options.schedule.stages();
+    const int n = static_cast<int>(instance.chain.items.size());
+    double least = kInfinity;
+    std::vector<int> cuts(stages + 1, 0);
+    cuts[stages] = n;
+    const auto each_cut = [&](auto&& self, int k) -> void {
+      if (k == stages) {
+        for (int mask = 0; mask < (1 << stages); ++mask) {
+          std::vector<bool> recompute(stages);
+          for (int s = 0; s < stages; ++s) recompute[s] = (mask >> s) & 1;
+          const RecomputeChoice policy = instance.options.recompute;
+          if (policy == RecomputeChoice::kNever && mask != 0) continue;
+          if (policy == RecomputeChoice::kAlways && mask != (1 << stages) - 1) continue;
+          const absl::StatusOr<TrainingStagePlan> each = EvaluateTrainingStages(
+              instance.options, instance.chain, instance.devices, cuts, recompute, NoDeadline());
+          double most = -kInfinity;
+          for (size_t d = 0; d < instance.devices.size(); ++d) {
+            most = std::max(most, each->memory[d].peak_bytes - instance.devices[d].memory_bytes);
+          }
+          least = std::min(least, most);
+        }
+        return;
+      }
+      for (int c = cuts[k - 1] + 1; c <= n - (stages - k); ++c) {
+        cuts[k] = c;
+        self(self, k + 1);
+      }
+    };
+    each_cut(each_cut, 1);
+    const std::string expected = absl::StrCat(static_cast<int64_t>(std::ceil(least)), " more than");
+    EXPECT_NE(plan.status().message().find(expected), std::string::npos)
+        << "instance " << i << ": " << plan.status() << " expected " << expected;
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
 }
 
 TEST(StageSearchTest, ConflictingPinsAreAFailedPrecondition) {
