@@ -188,7 +188,8 @@ absl::StatusOr<double> TimeOps(const ScheduleOptions& options, const StageCosts&
   // Each device runs its ops in order as far as their inputs allow; an op
   // that ends wakes the device waiting for it. Every op runs once: O(ops).
   std::vector<size_t> next(p, 0);
-  std::vector<double> free_at(p, 0);
+  std::vector<double>& free_at = buffers->device_end;
+  free_at.assign(p, 0);
   std::vector<bool> queued(p, true);
   std::deque<int> to_run;
   for (int d = 0; d < p; ++d) to_run.push_back(d);

@@ -135,6 +135,7 @@ absl::StatusOr<PipelineTimeline> SimulateSchedule(const ScheduleOptions& options
 struct SimulationBuffers {
   std::vector<double> forward_end;
   std::vector<double> backward_end;
+  std::vector<double> device_end;  // when each device's last op ends
 };
 
 // The step time of one schedule for many cost vectors, for a search: the
@@ -146,6 +147,8 @@ class StepSimulator {
   explicit StepSimulator(const ScheduleOptions& options);
   // SimulateSchedule(options, costs, token)->step_seconds, exactly.
   absl::StatusOr<double> StepSeconds(const StageCosts& costs, const CancellationToken& token);
+  // After StepSeconds: when each device's last op ended.
+  const std::vector<double>& device_end() const { return buffers_.device_end; }
 
  private:
   ScheduleOptions options_;

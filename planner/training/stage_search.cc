@@ -111,6 +111,18 @@ class StageTable {
       const PipelineOp& last = order_[d].back();
       if (last.kind == PipelineOpKind::kBackward) tail_stage_[d] = last.stage;
     }
+    // Cuts inside a group of tied items that must share a stage.
+    forbidden_.assign(n_ + 1, false);
+    for (const TiedParameters& group : chain.tied) {
+      if (!group.same_stage || group.items.empty()) continue;
+      for (int c = group.items.front() + 1; c <= group.items.back(); ++c) forbidden_[c] = true;
+    }
+    ring_rate_ = kInfinity;
+    if (options.schedule.devices > 1) {
+      for (const TrainingDevice& device : devices) {
+        ring_rate_ = std::min(ring_rate_, device.link_bytes_per_second);
+      }
+    }
     alone_from_.assign(n_ + 1, n_);
     if (!chain.placement.empty()) {
       for (int i = 0; i < n_; ++i) {
@@ -164,6 +176,9 @@ class StageTable {
   StageFootprint Footprint(int begin, int end, bool recompute) const {
     StageFootprint footprint;
     footprint.parameters = parameters_[end] - parameters_[begin];
+    for (const TiedParameters& group : chain_.tied) {
+      if (HoldsAny(group, begin, end)) footprint.parameters += group.parameters;
+    }
     footprint.saved_activation_bytes = saved_[end] - saved_[begin];
     footprint.input_bytes = chain_.live_bytes[begin];
     footprint.transient_bytes = transient_.Max(begin, end);
@@ -193,9 +208,40 @@ class StageTable {
     for (int k = 0; k < stages_; ++k) {
       int low = 0, high = 0;
       if (!EndRange(k, cuts[k], &low, &high)) return false;
-      if (cuts[k + 1] < low || cuts[k + 1] > high) return false;
+      if (cuts[k + 1] < low || cuts[k + 1] > high || forbidden_[cuts[k + 1]]) return false;
     }
     return true;
+  }
+  // Whether a stage may end at `end`: not inside a group of tied items
+  // that must share a stage (the pins are EndRange's).
+  bool Forbidden(int end) const { return forbidden_[end]; }
+
+  // The step of a plan whose schedule ends at `step` with devices ending at
+  // `device_end`: later when a tied all-reduce ends later (see
+  // TiedParameters). Fills `per_group` when given.
+  double StepWithAllReduce(double step, const std::vector<double>& device_end,
+                           const std::vector<int>& cuts, std::vector<double>* per_group) const {
+    if (per_group != nullptr) per_group->assign(chain_.tied.size(), 0);
+    for (size_t g = 0; g < chain_.tied.size(); ++g) {
+      const TiedParameters& group = chain_.tied[g];
+      if (group.same_stage || std::isinf(ring_rate_)) continue;
+      std::vector<bool> holds(options_.schedule.devices, false);
+      double last_end = 0;
+      int holders = 0;
+      for (int k = 0; k < stages_; ++k) {
+        const int d = device_of(k);
+        if (holds[d] || !HoldsAny(group, cuts[k], cuts[k + 1])) continue;
+        holds[d] = true;
+        ++holders;
+        last_end = std::max(last_end, device_end[d]);
+      }
+      if (holders < 2) continue;
+      const double bytes = static_cast<double>(group.parameters) * options_.memory.gradient_bytes;
+      const double seconds = 2.0 * (holders - 1) / holders * bytes / ring_rate_;
+      if (per_group != nullptr) (*per_group)[g] = seconds;
+      step = std::max(step, last_end + seconds);
+    }
+    return step;
   }
 
   // The device's peak with the footprints given (the others' zero).
@@ -241,6 +287,11 @@ class StageTable {
            std::max(counts.at_forward * held, counts.at_backward * held + working);
   }
 
+  static bool HoldsAny(const TiedParameters& group, int begin, int end) {
+    const auto first = std::lower_bound(group.items.begin(), group.items.end(), begin);
+    return first != group.items.end() && *first < end;
+  }
+
   static RangeMax Transients(const TrainingChain& chain) {
     std::vector<int64_t> values;
     values.reserve(chain.items.size());
@@ -264,6 +315,8 @@ class StageTable {
   int first_ = -1;                // the last item pinned to the first stage
   int last_ = std::numeric_limits<int>::max();  // the first pinned to the last
   std::vector<int> alone_from_;   // the first item at or after i that is alone
+  std::vector<bool> forbidden_;   // per cut, inside a same_stage tied group
+  double ring_rate_ = kInfinity;  // the slowest link of the pipeline's ring
 };
 
 // With one chunk per device, a lower bound on the step of every way to
@@ -402,7 +455,7 @@ class SuffixBound {
       while (!window->empty() && window->ends[window->back - 1] > high) --window->back;
       for (int x = std::min(window->lowest_added - 1, high); x >= low; --x) {
         const double value = psi(x, window->recompute);
-        if (!std::isfinite(value)) continue;
+        if (!std::isfinite(value) || table.Forbidden(x)) continue;
         while (!window->empty() && window->psi[window->front] >= value) ++window->front;
         if (window->empty()) window->front = window->back = static_cast<int>(window->ends.size());
         --window->front;
@@ -453,6 +506,7 @@ class SuffixBound {
       if (high - low <= 1 || low > e + 1) {
         // A pinned stage, the last or the first: its few ends directly.
         for (int x = low; x <= high; ++x) {
+          if (table.Forbidden(x)) continue;
           for (const bool recompute : choices) {
             if (!table.StageFits(k, e, x, recompute)) continue;
             take(std::max(busy(e, x, recompute), psi(x, recompute) - phi(e, recompute)), x,
@@ -554,7 +608,9 @@ class Search {
       if (!table_.DeviceFits(d, footprints)) return absl::OkStatus();
     }
     if (Prunes(DeviceBound(costs), bytes)) return absl::OkStatus();
-    PARTPLAN_ASSIGN_OR_RETURN(const double step, simulator_.StepSeconds(costs, token_));
+    PARTPLAN_ASSIGN_OR_RETURN(const double schedule_end, simulator_.StepSeconds(costs, token_));
+    const double step =
+        table_.StepWithAllReduce(schedule_end, simulator_.device_end(), cuts, nullptr);
     if (Better(step, bytes, best_)) {
       best_.step = step;
       best_.bytes = bytes;
@@ -631,6 +687,7 @@ class Search {
     const bool chain_to_rest = !table_.split_weight() && options_.schedule.chunks_per_device == 1;
     for (int end = low; end <= high; ++end) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(nodes_));
+      if (table_.Forbidden(end)) continue;
       // Every end tried is a node of the search: its bound is worked out.
       if (++nodes_ > options_.max_search_nodes) {
         exhausted_ = true;
@@ -819,6 +876,9 @@ std::vector<int> GreedyCuts(const StageSearchOptions& options, const StageTable&
         const int mid = good + (bad - good) / 2;
         (fits(mid, recompute_stage) ? good : bad) = mid;
       }
+      // Back off cuts inside a group of tied items kept together.
+      while (good >= low && table.Forbidden(good)) --good;
+      if (good < low) continue;
       chosen = good;
       (*recompute)[k] = recompute_stage;
       break;
@@ -870,6 +930,13 @@ absl::Status ImproveByMoves(const StageTable& table, const CancellationToken& to
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status NoPlanMeetsThePins() {
+  return absl::FailedPreconditionError(
+      "no plan meets the pins: the nodes pinned to the first stage, the last stage or a stage "
+      "of their own, and the tied parameters kept on one stage, leave no way to make the "
+      "stages asked for");
 }
 
 // With one chunk per device: whether some plan has every device within
@@ -926,7 +993,7 @@ absl::StatusOr<bool> FitsWithAllowance(const StageSearchOptions& options,
       for (const int b : begins_at[e]) {
         if (best < 0 || reach[b] > reach[best]) best = b;
       }
-      if (best >= 0 && reach[best] >= e) {
+      if (best >= 0 && reach[best] >= e && !table.Forbidden(e)) {
         next[e] = true;
         from[k][e] = best;
         chose[k][e] = reach_choice[best];
@@ -955,15 +1022,16 @@ absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
   const int stages = table.stages();
   std::vector<int> cuts(stages + 1, 0);
   cuts[stages] = table.items();
-  for (int k = 0; k < stages; ++k) {
+  bool even_split = true;  // the pins may leave none; the search said so
+  for (int k = 0; k < stages && even_split; ++k) {
     int low = 0, high = 0;
-    if (!table.EndRange(k, cuts[k], &low, &high)) {
-      return absl::FailedPreconditionError(
-          "no plan meets the pins: the nodes pinned to the first stage, the last stage or a "
-          "stage of their own leave no way to make the stages asked for");
-    }
+    even_split = table.EndRange(k, cuts[k], &low, &high);
     const int even = static_cast<int>(static_cast<int64_t>(table.items()) * (k + 1) / stages);
     cuts[k + 1] = std::clamp(even, low, high);
+  }
+  if (!even_split && !table.one_chunk()) {
+    return absl::FailedPreconditionError(
+        "no plan fits the devices' memory and meets the pins (the search tried every cut)");
   }
   const bool may_recompute = options.recompute != RecomputeChoice::kNever;
   std::vector<bool> recompute(stages, may_recompute);
@@ -988,6 +1056,7 @@ absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
                                                          &best_cuts, &best_recompute));
       if (fits) break;
     }
+    if (!fits) return NoPlanMeetsThePins();
     if (fits) {
       for (int round = 0; round < 64 && high - low > 0.5; ++round) {
         PARTPLAN_RETURN_IF_ERROR(token.Check());
@@ -1086,6 +1155,21 @@ absl::Status StageSearchOptions::CheckAndSetup(const TrainingChain& chain,
     return InvalidFieldError("chain.placement", absl::StrCat("expected ", n, " entries, got ",
                                                              chain.placement.size()));
   }
+  for (size_t g = 0; g < chain.tied.size(); ++g) {
+    const TiedParameters& group = chain.tied[g];
+    for (size_t i = 0; i < group.items.size(); ++i) {
+      const int item = group.items[i];
+      if (item < 0 || item >= n || (i > 0 && item <= group.items[i - 1])) {
+        return InvalidFieldError(
+            absl::StrCat("chain.tied[", g, "].items[", i, "]"),
+            absl::StrCat("items must be ascending, distinct and below ", n, ", got ", item));
+      }
+    }
+    if (group.parameters < 0) {
+      return InvalidFieldError(absl::StrCat("chain.tied[", g, "].parameters"),
+                               absl::StrCat("must be at least 0, got ", group.parameters));
+    }
+  }
   if (static_cast<int>(devices.size()) != schedule.devices) {
     return InvalidFieldError("devices", absl::StrCat("expected ", schedule.devices,
                                                      " devices, got ", devices.size()));
@@ -1107,6 +1191,33 @@ absl::Status StageSearchOptions::CheckAndSetup(const TrainingChain& chain,
     }
   }
   return absl::OkStatus();
+}
+
+bool CutsMeetPins(const TrainingChain& chain, int stages, const std::vector<int>& cuts) {
+  const int n = static_cast<int>(chain.items.size());
+  if (static_cast<int>(cuts.size()) != stages + 1 || cuts.front() != 0 || cuts.back() != n) {
+    return false;
+  }
+  for (int k = 0; k < stages; ++k) {
+    if (cuts[k] >= cuts[k + 1]) return false;
+    for (int i = cuts[k]; i < cuts[k + 1] && !chain.placement.empty(); ++i) {
+      const StagePlacement pin = chain.placement[i];
+      if ((pin == StagePlacement::kFirst && k != 0) ||
+          (pin == StagePlacement::kLast && k != stages - 1) ||
+          (pin == StagePlacement::kAlone && cuts[k + 1] - cuts[k] != 1)) {
+        return false;
+      }
+    }
+  }
+  for (const TiedParameters& group : chain.tied) {
+    if (!group.same_stage || group.items.empty()) continue;
+    const int first = group.items.front();
+    const int last = group.items.back();
+    for (int k = 1; k < stages; ++k) {
+      if (cuts[k] > first && cuts[k] <= last) return false;
+    }
+  }
+  return true;
 }
 
 absl::StatusOr<TrainingStagePlan> EvaluateTrainingStages(
@@ -1151,7 +1262,12 @@ absl::StatusOr<TrainingStagePlan> EvaluateTrainingStages(
   PARTPLAN_ASSIGN_OR_RETURN(plan.memory, DeviceMemoryUnder(options.schedule, plan.timeline,
                                                            options.memory, plan.footprints,
                                                            token));
-  plan.step_seconds = plan.timeline.step_seconds;
+  std::vector<double> device_end(options.schedule.devices, 0);
+  for (int d = 0; d < options.schedule.devices; ++d) {
+    if (!plan.timeline.devices[d].empty()) device_end[d] = plan.timeline.devices[d].back().end;
+  }
+  plan.step_seconds = table.StepWithAllReduce(plan.timeline.step_seconds, device_end, cuts,
+                                              &plan.tied_allreduce_seconds);
   plan.lower_bound = plan.step_seconds;
   return plan;
 }

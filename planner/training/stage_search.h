@@ -70,6 +70,20 @@ struct TrainingItem {
 
 enum class StagePlacement { kAny, kFirst, kLast, kAlone };
 
+// Parameters several items share, as a tied input embedding and output
+// head do. Each stage holding any of `items` keeps a copy (its weights,
+// gradients and optimizer state, by the memory options); unless the items
+// must share one stage, the copies' gradients are then all-reduced when the
+// step's backward ends on the devices holding them: 2 (n - 1) / n x
+// parameters x gradient bytes per parameter over the slowest link of the
+// pipeline's ring, for n devices (Megatron-LM all-reduces its tied
+// embedding between the first and last stage so).
+struct TiedParameters {
+  std::vector<int> items;  // ascending, distinct
+  int64_t parameters = 0;  // not counted in the items' own parameters
+  bool same_stage = false;
+};
+
 struct TrainingChain {
   std::vector<TrainingItem> items;
   // Bytes crossing cut c, just before item c, per micro-batch: n + 1
@@ -77,6 +91,7 @@ struct TrainingChain {
   std::vector<int64_t> live_bytes;
   // Empty, or one per item.
   std::vector<StagePlacement> placement;
+  std::vector<TiedParameters> tied;
 };
 
 struct TrainingDevice {
@@ -115,7 +130,10 @@ struct TrainingStagePlan {
   std::vector<StageFootprint> footprints;
   PipelineTimeline timeline;
   std::vector<DeviceMemory> memory;  // per device
+  // The schedule's end or, when later, the end of a tied all-reduce.
   double step_seconds = 0;
+  // Per chain.tied group, its all-reduce (0 when one device holds it).
+  std::vector<double> tied_allreduce_seconds;
   int64_t crossing_bytes = 0;  // live_bytes of the inner cuts, summed
   bool proven_optimal = false;
   double lower_bound = 0;  // on the optimal step; step_seconds when proven
@@ -132,8 +150,13 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
                                                      const std::vector<TrainingDevice>& devices,
                                                      const CancellationToken& token);
 
+// Whether `cuts` make non-empty stages that meet the chain's pins and keep
+// each same_stage group of tied items in one stage.
+bool CutsMeetPins(const TrainingChain& chain, int stages, const std::vector<int>& cuts);
+
 // The plan's costs, footprints, timeline and memory for given cuts and
-// recompute choices (the planner's own evaluation, for reports and tests).
+// recompute choices (the planner's own evaluation, for reports and tests;
+// the cuts need not meet the pins).
 absl::StatusOr<TrainingStagePlan> EvaluateTrainingStages(
     const StageSearchOptions& options, const TrainingChain& chain,
     const std::vector<TrainingDevice>& devices, const std::vector<int>& cuts,
