@@ -108,6 +108,12 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromConfig(const v1::TrainingConf
     return InvalidFieldError("config.micro_batches",
                              absl::StrCat("at least 1 micro-batch, got ", config.micro_batches()));
   }
+  if (config.micro_batches() > kMaxTrainingMicroBatches) {
+    return InvalidFieldError(
+        "config.micro_batches",
+        absl::StrCat("at most ", kMaxTrainingMicroBatches, " micro-batches per step, got ",
+                     config.micro_batches()));
+  }
   search.schedule.micro_batches = config.micro_batches();
   PARTPLAN_RETURN_IF_ERROR(NotNegative("chunks_per_device", config.chunks_per_device()));
   search.schedule.chunks_per_device = std::max(config.chunks_per_device(), 1);
@@ -124,14 +130,18 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromConfig(const v1::TrainingConf
         absl::StrCat("INTERLEAVED_1F1B needs a multiple of the ", devices, " devices, got ",
                      config.micro_batches()));
   }
-  if (int64_t{3} * devices * search.schedule.chunks_per_device * config.micro_batches() >
-      ScheduleOptions::kMaxScheduledOps) {
+  const int64_t stages = int64_t{devices} * search.schedule.chunks_per_device;
+  if (stages > kMaxTrainingStages) {
+    const bool chunked = search.schedule.chunks_per_device > 1;
     return InvalidFieldError(
-        "config.micro_batches",
-        absl::StrCat("devices x chunks_per_device x micro_batches is ", devices, " x ",
-                     search.schedule.chunks_per_device, " x ", config.micro_batches(),
-                     ", above ", ScheduleOptions::kMaxScheduledOps / 3));
+        chunked ? "config.chunks_per_device" : "devices.devices",
+        absl::StrCat("at most ", kMaxTrainingStages,
+                     " pipeline stages (devices x chunks_per_device), got ", devices,
+                     " devices x ", search.schedule.chunks_per_device, " chunks"));
   }
+  static_assert(int64_t{3} * kMaxTrainingStages * kMaxTrainingMicroBatches <=
+                    ScheduleOptions::kMaxScheduledOps,
+                "the caps keep every schedule within ScheduleOptions' bound");
   // Anything else ScheduleOptions refuses (none that the checks above let
   // through), named in the config.
   PARTPLAN_RETURN_IF_ERROR(

@@ -30,7 +30,9 @@
 // Every fault is INVALID_ARGUMENT naming the request's field: `config.<field>`
 // for the options, `config.pins[i].node` for a pin on an unknown node, a
 // placeholder or the output (or a node pinned twice), `devices.devices` for
-// an empty inventory or fewer devices x chunks than nodes to place.
+// an empty inventory or fewer devices x chunks than nodes to place, and the
+// caps below (`config.micro_batches`; `config.chunks_per_device`, or
+// `devices.devices` with one chunk, for the stages).
 #ifndef PARTPLAN_PLANNER_TRAINING_TRAINING_CHAIN_H_
 #define PARTPLAN_PLANNER_TRAINING_TRAINING_CHAIN_H_
 
@@ -47,6 +49,39 @@
 #include "planner/training/stage_search.h"
 
 namespace partplan {
+
+// Bounds on one PlanTraining call, past what pipelines are run with, so that
+// one request cannot hold the server's memory or a planner thread for
+// minutes. They are properties of the training model, not of the graph or
+// the inventory, so they are constants here and not flags of InputLimits
+// (planner/base/limits.h), which bound what every RPC imports.
+//
+// Micro-batches per step: Megatron-LM and DeepSpeed runs use tens to a few
+// thousand (gradient accumulation). With the stages' cap it bounds the
+// simulated schedule to 3 x 1,024 x 4,096 ops (12.6M), well under
+// ScheduleOptions::kMaxScheduledOps, and every simulation of the search and
+// the cut reports to that. INVALID_ARGUMENT on `config.micro_batches`.
+inline constexpr int kMaxTrainingMicroBatches = 4096;
+// Virtual stages P x v (devices x chunks_per_device): pipelines run with at
+// most some tens of devices and a few chunks each. The stage search's bound
+// costs O(P n log n) and the cut reports 2 (P v - 1) evaluations of the plan,
+// so P v is what makes them large. INVALID_ARGUMENT on
+// `config.chunks_per_device` when v > 1, else on `devices.devices` (the
+// pipeline is every device of the inventory).
+inline constexpr int kMaxTrainingStages = 1024;
+// Ops written in TrainingPlan.timeline: 65,536 ops are about 2 MB of
+// protobuf (8 MB of JSON). A step with more (P v B x 2, x 3 under ZB-H1)
+// has the ops that start first written, and `timeline_truncated` set; the
+// step's figures are the whole step's all the same.
+inline constexpr int64_t kMaxTimelineOps = 65536;
+// Work of the cut reports' moves: each move evaluates the plan afresh,
+// O(n) for the stages' costs and O(P v B) for the simulation, so all of them
+// take 2 (P v - 1) (n + ops of the step). Above this bound the cuts are
+// listed without their moves and `cut_moves_omitted` is set. At the bound,
+// the moves take about as long as the search at its default effort: 10^5
+// nodes on 64 devices with B = 128 (14.7M) take 8 s in a debug build (the
+// O(n) part, EvaluateTrainingStages' checks and tables, dominates).
+inline constexpr int64_t kMaxCutMoveWork = int64_t{1} << 24;
 
 // A TrainingConfig validated: the search's options and what only the
 // report reads.

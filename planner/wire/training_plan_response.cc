@@ -1,7 +1,11 @@
 #include "planner/wire/training_plan_response.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <queue>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -26,31 +30,6 @@ double At(const std::vector<double>& values, size_t i) {
   return i < values.size() ? values[i] : 0.0;
 }
 
-// Whether the pins of the items of stages `first`..`last` hold under `cuts`
-// (the only stages a move of the cut between them changes).
-bool PinsHold(const TrainingChain& chain, const std::vector<int>& cuts, int first, int last) {
-  if (chain.placement.empty()) return true;
-  const int stages = static_cast<int>(cuts.size()) - 1;
-  for (int k = first; k <= last; ++k) {
-    for (int i = cuts[k]; i < cuts[k + 1]; ++i) {
-      switch (chain.placement[i]) {
-        case StagePlacement::kFirst:
-          if (k != 0) return false;
-          break;
-        case StagePlacement::kLast:
-          if (k != stages - 1) return false;
-          break;
-        case StagePlacement::kAlone:
-          if (cuts[k + 1] - cuts[k] != 1) return false;
-          break;
-        case StagePlacement::kAny:
-          break;
-      }
-    }
-  }
-  return true;
-}
-
 // The plan with inner cut `k` at item `at` instead, evaluated.
 absl::Status WriteMove(const TrainingProblem& problem, const TrainingStagePlan& plan, int k,
                        int at, const CancellationToken& token, v1::CutMove* move) {
@@ -61,7 +40,7 @@ absl::Status WriteMove(const TrainingProblem& problem, const TrainingStagePlan& 
     return absl::OkStatus();
   }
   cuts[k] = at;
-  if (!PinsHold(problem.chain, cuts, k - 1, k)) {
+  if (!CutsMeetPins(problem.chain, problem.options.search.schedule.stages(), cuts)) {
     move->set_possible(false);
     return absl::OkStatus();
   }
@@ -85,6 +64,33 @@ absl::Status WriteMove(const TrainingProblem& problem, const TrainingStagePlan& 
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<int64_t>> TimelineOpsWritten(
+    const std::vector<std::vector<PipelineOp>>& timeline, int64_t limit,
+    const CancellationToken& token) {
+  std::vector<int64_t> count(timeline.size());
+  int64_t total = 0;
+  for (size_t d = 0; d < timeline.size(); ++d) {
+    count[d] = static_cast<int64_t>(timeline[d].size());
+    total += count[d];
+  }
+  if (total <= limit) return count;
+  std::fill(count.begin(), count.end(), 0);
+  // The next op of each device: (start, device), least first.
+  using Next = std::pair<double, int>;
+  std::priority_queue<Next, std::vector<Next>, std::greater<Next>> next;
+  for (size_t d = 0; d < timeline.size(); ++d) {
+    if (!timeline[d].empty()) next.emplace(timeline[d][0].start, static_cast<int>(d));
+  }
+  for (int64_t taken = 0; taken < limit && !next.empty(); ++taken) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(taken));
+    const int d = next.top().second;
+    next.pop();
+    const size_t i = static_cast<size_t>(++count[d]);
+    if (i < timeline[d].size()) next.emplace(timeline[d][i].start, d);
+  }
+  return count;
+}
 
 absl::Status TrainingPlanResponseFromPlan(const CompactGraph& graph, const DeviceList& devices,
                                           const TrainingProblem& problem,
@@ -167,10 +173,18 @@ absl::Status TrainingPlanResponseFromPlan(const CompactGraph& graph, const Devic
   out->set_samples_per_second(plan.step_seconds > 0 ? samples / plan.step_seconds : 0.0);
   out->set_bubble_fraction(p > 0 ? idle / p : 0.0);
 
+  const std::vector<std::vector<PipelineOp>>& timeline = plan.timeline.devices;
+  PARTPLAN_ASSIGN_OR_RETURN(const std::vector<int64_t> written_ops,
+                            TimelineOpsWritten(timeline, kMaxTimelineOps, token));
+  int64_t step_ops = 0;
+  for (const std::vector<PipelineOp>& ops : timeline) step_ops += static_cast<int64_t>(ops.size());
+  out->set_timeline_truncated(step_ops > kMaxTimelineOps);
+  out->mutable_timeline()->Reserve(static_cast<int>(std::min(step_ops, kMaxTimelineOps)));
   int64_t ops = 0;
-  for (int d = 0; d < static_cast<int>(plan.timeline.devices.size()); ++d) {
-    for (const PipelineOp& op : plan.timeline.devices[d]) {
+  for (int d = 0; d < static_cast<int>(timeline.size()); ++d) {
+    for (int64_t i = 0; i < written_ops[d]; ++i) {
       PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(ops++));
+      const PipelineOp& op = timeline[d][i];
       v1::TimelineOp* written = out->add_timeline();
       written->set_device(d);
       written->set_kind(KindOf(op.kind));
@@ -181,12 +195,18 @@ absl::Status TrainingPlanResponseFromPlan(const CompactGraph& graph, const Devic
     }
   }
 
+  // Each move evaluates the plan afresh: O(n) for the stages' costs, then
+  // the step's ops simulated.
+  const bool moves = int64_t{2} * (stages - 1) * (n + step_ops) <= kMaxCutMoveWork;
+  out->set_cut_moves_omitted(!moves);
   for (int k = 1; k < stages; ++k) {
-    PARTPLAN_RETURN_IF_ERROR(token.Check());
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(k));
     const int at = plan.cuts[k];
     v1::CutReport* cut = out->add_cuts();
     cut->set_before_node(node_name(at));
     cut->set_crossing_bytes(chain.live_bytes[at]);
+    if (!moves) continue;
+    PARTPLAN_RETURN_IF_ERROR(token.Check());
     PARTPLAN_RETURN_IF_ERROR(WriteMove(problem, plan, k, at - 1, token, cut->mutable_earlier()));
     PARTPLAN_RETURN_IF_ERROR(WriteMove(problem, plan, k, at + 1, token, cut->mutable_later()));
   }

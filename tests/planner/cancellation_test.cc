@@ -50,11 +50,14 @@
 #include "planner/pipeline/pipeline_graph.h"
 #include "planner/pipeline/shard_graph.h"
 #include "planner/split/split_graph.h"
+#include "planner/training/stage_search.h"
+#include "planner/training/training_chain.h"
 #include "planner/wire/data_parallel_response.h"
 #include "planner/wire/partition_plan.h"
 #include "planner/wire/pipeline_graph_response.h"
 #include "planner/wire/shard_graph_response.h"
 #include "planner/wire/split_graph_response.h"
+#include "planner/wire/training_plan_response.h"
 #include "tests/bench/synthetic_graphs.h"
 
 namespace partplan {
@@ -286,6 +289,71 @@ std::unique_ptr<Prepared> DataParallel(int64_t nodes) {
   return prepared;
 }
 
+// PlanTraining on a chain of Linear and ReLU (latencies, no NodeTraining:
+// every backward estimated from the forward) of `nodes` nodes on `devices`
+// devices with room for any plan, 1F1B with `micro_batches`.
+v1::PlanTrainingRequest TrainingRequest(int64_t nodes, int devices, int micro_batches) {
+  v1::PlanTrainingRequest request;
+  *request.mutable_graph() = SyntheticGraph(GraphShape::kChain, nodes);
+  *request.mutable_devices() = EqualDevices(request.graph(), devices, 1);
+  for (v1::Device& device : *request.mutable_devices()->mutable_devices()) {
+    device.set_available_memory_bytes(int64_t{1} << 50);
+  }
+  request.mutable_config()->set_schedule(v1::ONE_F_ONE_B);
+  request.mutable_config()->set_micro_batches(micro_batches);
+  return request;
+}
+
+// The whole of PlanTraining after the graph's import: the request checked
+// into the chain (training_chain.cc), the stage search, the response with
+// its timeline and cut reports.
+std::unique_ptr<Prepared> Training(int64_t nodes, int devices, int micro_batches) {
+  auto prepared = std::make_unique<PreparedRequest<v1::PlanTrainingRequest>>(
+      TrainingRequest(nodes, devices, micro_batches));
+  auto inventory = std::make_shared<DeviceList>(
+      ImportDevices(prepared->request.devices(), InputLimits()).value());
+  PreparedRequest<v1::PlanTrainingRequest>* p = prepared.get();
+  prepared->call = [p, inventory](const CancellationToken& token) -> absl::Status {
+    PARTPLAN_ASSIGN_OR_RETURN(
+        const TrainingProblem problem,
+        TrainingProblemFromRequest(*p->graph, *inventory, p->request.config(), token));
+    PARTPLAN_ASSIGN_OR_RETURN(
+        const TrainingStagePlan plan,
+        PlanTrainingStages(problem.options.search, problem.chain, problem.devices, token));
+    return TrainingPlanResponseFromPlan(*p->graph, *inventory, problem, plan, token,
+                                        Keep(p, std::make_shared<v1::PlanTrainingResponse>()));
+  };
+  return prepared;
+}
+
+// The PlanTraining response alone, from a plan found beforehand: the
+// timeline written and each inner cut's two moves evaluated.
+std::unique_ptr<Prepared> TrainingResponse(int64_t nodes, int devices, int micro_batches) {
+  struct PreparedTraining : PreparedRequest<v1::PlanTrainingRequest> {
+    using PreparedRequest::PreparedRequest;
+    std::optional<DeviceList> inventory;
+    std::optional<TrainingProblem> problem;
+    std::optional<TrainingStagePlan> plan;
+  };
+  auto prepared =
+      std::make_unique<PreparedTraining>(TrainingRequest(nodes, devices, micro_batches));
+  const CancellationToken live;
+  prepared->inventory.emplace(ImportDevices(prepared->request.devices(), InputLimits()).value());
+  prepared->problem.emplace(TrainingProblemFromRequest(*prepared->graph, *prepared->inventory,
+                                                       prepared->request.config(), live)
+                                .value());
+  const StageSearchOptions& search = prepared->problem->options.search;
+  prepared->plan.emplace(
+      PlanTrainingStages(search, prepared->problem->chain, prepared->problem->devices, live)
+          .value());
+  PreparedTraining* p = prepared.get();
+  prepared->call = [p](const CancellationToken& token) {
+    return TrainingPlanResponseFromPlan(*p->graph, *p->inventory, *p->problem, *p->plan, token,
+                                        Keep(p, std::make_shared<v1::PlanTrainingResponse>()));
+  };
+  return prepared;
+}
+
 // The import alone, from serialised bytes as the server reads them.
 std::unique_ptr<Prepared> Import(int64_t nodes) {
   struct PreparedImport : Prepared {
@@ -347,6 +415,13 @@ std::vector<Case> Cases() {
       // on 2,000 devices, each priced on every device holding one; the
       // placement polls by that work. The sweep cancels inside it too.
       {"KlBasedManyDevices", [] { return Partition(KlManyDevicesRequest(2000)); }},
+      // training/: TrainingProblemFromRequest (StageModel, the chain and its
+      // live bytes), the stage search (its suffix bound, seeds and search),
+      // and the response. 10^5 nodes on 64 devices, B = 128.
+      {"PlanTraining", [] { return Training(100'000, 64, 128); }},
+      // wire/training_plan_response.cc: the timeline and 2 x 63 moves, each
+      // an evaluation of the plan (EvaluateTrainingStages).
+      {"PlanTrainingResponse", [] { return TrainingResponse(100'000, 64, 128); }},
   };
 }
 

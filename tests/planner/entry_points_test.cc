@@ -3,11 +3,14 @@
 #include "planner/api/entry_points.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "planner/base/status_util.h"
+#include "planner/training/training_chain.h"
+#include "planner/wire/training_plan_response.h"
 #include "tests/planner/test_graphs.h"
 
 namespace partplan {
@@ -144,6 +147,115 @@ v1::PlanTrainingRequest TrainingRequest() {
   request.mutable_config()->set_schedule(v1::ONE_F_ONE_B);
   request.mutable_config()->set_micro_batches(8);
   return request;
+}
+
+// A chain of `nodes` nodes like TrainingRequest's, on `devices` devices
+// with room for any plan, `schedule` with `micro_batches`.
+v1::PlanTrainingRequest LongTrainingRequest(int nodes, int devices,
+                                            v1::PipelineScheduleKind schedule,
+                                            int micro_batches) {
+  TestGraph builder;
+  builder.Placeholder("x", 100);
+  std::string previous = "x";
+  for (int i = 0; i < nodes; ++i) {
+    const std::string name = "l" + std::to_string(i);
+    builder.Op(name, {previous}, 4100, 100);
+    v1::Node* node = builder.last();
+    node->set_parameter_count(1000);
+    node->mutable_latency()->set_compute_latency_seconds(1 + i % 3);
+    previous = name;
+  }
+  builder.Output({previous});
+  v1::PlanTrainingRequest request;
+  *request.mutable_graph() = builder.Build();
+  *request.mutable_devices() = TestDevices(std::vector<int64_t>(devices, int64_t{1} << 40));
+  request.mutable_devices()->set_transfer_rate_bytes_per_second(1000);
+  request.mutable_config()->set_schedule(schedule);
+  request.mutable_config()->set_micro_batches(micro_batches);
+  return request;
+}
+
+// A step of more than kMaxTimelineOps ops (ZB-H1, 8 devices, B = 4,096:
+// 98,304) has the ops that start first written, each device's in its
+// order; the cuts' moves are still within their bound and evaluated.
+TEST(EntryPointsTest, PlanTrainingBoundsTheTimeline) {
+  const v1::PlanTrainingRequest request =
+      LongTrainingRequest(8, 8, v1::ZERO_BUBBLE_H1, kMaxTrainingMicroBatches);
+  CancellationToken token;
+  const absl::StatusOr<v1::PlanTrainingResponse> response =
+      PlanTraining(request, InputLimits(), token);
+  ASSERT_TRUE(response.ok()) << response.status();
+  const v1::TrainingPlan& plan = response->plan();
+  EXPECT_TRUE(plan.timeline_truncated());
+  ASSERT_EQ(plan.timeline_size(), kMaxTimelineOps);
+  std::vector<int> ops_of(8, 0);
+  double last_start = -1;
+  int device = -1;
+  for (const v1::TimelineOp& op : plan.timeline()) {
+    ASSERT_GE(op.device(), device) << "devices in order";
+    if (op.device() != device) last_start = -1;
+    device = op.device();
+    EXPECT_GE(op.start_seconds(), last_start);
+    last_start = op.start_seconds();
+    ++ops_of[device];
+  }
+  for (int d = 0; d < 8; ++d) EXPECT_GT(ops_of[d], 0) << d;  // every device's start
+  EXPECT_GT(plan.step_seconds(), last_start);
+  EXPECT_FALSE(plan.cut_moves_omitted());
+  ASSERT_EQ(plan.cuts_size(), 7);
+  for (const v1::CutReport& cut : plan.cuts()) {
+    EXPECT_TRUE(cut.has_earlier());
+    EXPECT_TRUE(cut.has_later());
+  }
+
+  // Under the bound, every op and no flag.
+  const absl::StatusOr<v1::PlanTrainingResponse> small =
+      PlanTraining(LongTrainingRequest(8, 8, v1::ZERO_BUBBLE_H1, 64), InputLimits(), token);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_FALSE(small->plan().timeline_truncated());
+  EXPECT_EQ(small->plan().timeline_size(), 3 * 8 * 64);
+}
+
+// The ops written are the first by start over all devices, ties to the
+// lower device.
+TEST(EntryPointsTest, TimelineOpsWrittenAreTheFirstToStart) {
+  const auto op = [](double start) {
+    PipelineOp result{PipelineOpKind::kForward, 0, 0};
+    result.start = start;
+    result.end = start + 0.5;
+    return result;
+  };
+  const std::vector<std::vector<PipelineOp>> timeline = {
+      {op(0), op(1), op(2), op(3)}, {op(0.5), op(1.5), op(2.5)}, {op(1), op(9)}};
+  const CancellationToken token;
+  EXPECT_EQ(*TimelineOpsWritten(timeline, 9, token), (std::vector<int64_t>{4, 3, 2}));
+  EXPECT_EQ(*TimelineOpsWritten(timeline, 100, token), (std::vector<int64_t>{4, 3, 2}));
+  EXPECT_EQ(*TimelineOpsWritten(timeline, 4, token), (std::vector<int64_t>{2, 1, 1}));
+  EXPECT_EQ(*TimelineOpsWritten(timeline, 3, token), (std::vector<int64_t>{2, 1, 0}));
+  EXPECT_EQ(*TimelineOpsWritten(timeline, 8, token), (std::vector<int64_t>{4, 3, 1}));
+  EXPECT_EQ(*TimelineOpsWritten(timeline, 0, token), (std::vector<int64_t>{0, 0, 0}));
+}
+
+// Cut moves past kMaxCutMoveWork (64 stages, 1F1B, B = 4,096: 2 x 63 x
+// 524,352) are left out; the cuts are listed all the same.
+TEST(EntryPointsTest, PlanTrainingOmitsCutMovesPastTheirBound) {
+  v1::PlanTrainingRequest request =
+      LongTrainingRequest(128, 64, v1::ONE_F_ONE_B, kMaxTrainingMicroBatches);
+  CancellationToken token;
+  const absl::StatusOr<v1::PlanTrainingResponse> response =
+      PlanTraining(request, InputLimits(), token);
+  ASSERT_TRUE(response.ok()) << response.status();
+  const v1::TrainingPlan& plan = response->plan();
+  EXPECT_TRUE(plan.cut_moves_omitted());
+  EXPECT_TRUE(plan.timeline_truncated());
+  ASSERT_EQ(plan.cuts_size(), 63);
+  for (int k = 0; k < 63; ++k) {
+    const v1::CutReport& cut = plan.cuts(k);
+    EXPECT_EQ(cut.before_node(), plan.stages(k + 1).first_node());
+    EXPECT_EQ(cut.crossing_bytes(), 100);
+    EXPECT_FALSE(cut.has_earlier());
+    EXPECT_FALSE(cut.has_later());
+  }
 }
 
 // The plan as the response lays it out: stages covering the nodes in order

@@ -382,6 +382,13 @@ TEST(TrainingOptionsTest, FaultsNameTheirField) {
       {[](v1::TrainingConfig* c) { c->set_recompute(static_cast<v1::RecomputePolicy>(5)); },
        "config.recompute"},
       {[](v1::TrainingConfig* c) { c->set_max_search_nodes(-1); }, "config.max_search_nodes"},
+      {[](v1::TrainingConfig* c) { c->set_micro_batches(kMaxTrainingMicroBatches + 1); },
+       "config.micro_batches"},
+      {[](v1::TrainingConfig* c) {
+         c->set_schedule(v1::INTERLEAVED_1F1B);
+         c->set_chunks_per_device(kMaxTrainingStages / 4 + 1);
+       },
+       "config.chunks_per_device"},
   };
   for (const auto& c : cases) {
     v1::TrainingConfig config = Config(8);
@@ -390,6 +397,36 @@ TEST(TrainingOptionsTest, FaultsNameTheirField) {
     EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
     EXPECT_EQ(FieldOf(options.status()), c.field) << options.status();
   }
+}
+
+// The caps of one call (training_chain.h): at them the options pass, one
+// over they name the field and the cap.
+TEST(TrainingOptionsTest, CapsOnMicroBatchesAndStages) {
+  v1::TrainingConfig config = Config(kMaxTrainingMicroBatches);
+  EXPECT_TRUE(TrainingOptionsFromConfig(config, 4).ok());
+  config.set_micro_batches(kMaxTrainingMicroBatches + 1);
+  absl::Status status = TrainingOptionsFromConfig(config, 4).status();
+  EXPECT_EQ(FieldOf(status), "config.micro_batches") << status;
+  EXPECT_NE(status.message().find("at most 4096"), absl::string_view::npos) << status;
+
+  // One chunk: the pipeline is every device.
+  config = Config(8);
+  EXPECT_TRUE(TrainingOptionsFromConfig(config, kMaxTrainingStages).ok());
+  status = TrainingOptionsFromConfig(config, kMaxTrainingStages + 1).status();
+  EXPECT_EQ(FieldOf(status), "devices.devices") << status;
+  EXPECT_NE(status.message().find("at most 1024 pipeline stages"), absl::string_view::npos)
+      << status;
+  // Chunks: P x v counts.
+  config.set_schedule(v1::INTERLEAVED_1F1B);
+  config.set_chunks_per_device(kMaxTrainingStages / 8);
+  EXPECT_TRUE(TrainingOptionsFromConfig(config, 8).ok());
+  config.set_chunks_per_device(kMaxTrainingStages / 8 + 1);
+  status = TrainingOptionsFromConfig(config, 8).status();
+  EXPECT_EQ(FieldOf(status), "config.chunks_per_device") << status;
+  // The most chunks an int32 holds does not overflow the product.
+  config.set_chunks_per_device(std::numeric_limits<int32_t>::max());
+  status = TrainingOptionsFromConfig(config, 8).status();
+  EXPECT_EQ(FieldOf(status), "config.chunks_per_device") << status;
 }
 
 TEST(TrainingChainTest, Pins) {
