@@ -160,10 +160,19 @@ def stages_from_plan(model: nn.Module, response: Any, *,
     in graph order, the partitions in the order of their first node.
 
     response: anything partplan.apply.assignment_of reads (a Plan or
-    PartitionGraph response, a ShardGraph response, {node: partition}).
+    PartitionGraph response, a ShardGraph response, {node: partition}), or
+    a training plan (PlanTrainingResponse, TrainingPlan, or a dict of
+    either), read by partplan.training_exports.training_stages.
     Whether the partitions are contiguous is run_pipeline's check."""
     from .apply import assignment_of
     from .exporter import trace
+    from . import messages as pb
+    from .training_exports import training_stages
+
+    if isinstance(response, (pb.PlanTrainingResponse, pb.TrainingPlan)) or (
+            isinstance(response, dict) and ("stageByItem" in response or "plan" in response
+                                            and "stageByItem" in response["plan"])):
+        return training_stages(model, response, leaf_modules=leaf_modules)
 
     gm = trace(model, leaf_modules=leaf_modules)
     assignment = assignment_of(response, [n.name for n in gm.graph.nodes])
