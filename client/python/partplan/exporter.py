@@ -33,6 +33,12 @@ the example inputs and encodes every node:
     and not at all when it is a parameter's, a buffer's or a get_attr
     tensor's. The nodes' bytes add up to the bytes autograd keeps alive
     between the forward and the backward; a node that saves nothing has 0;
+  - `resaved`: the storages the node saves too that an earlier node saved
+    first (charged there), one entry per storage: that node's name, the
+    storage's index among the storages that node saved first, its bytes
+    (e.g. a Linear after a ReLU: the ReLU, 0, the ReLU output's bytes). A
+    pipeline stage keeps its own copy of every storage its nodes save, so a
+    cut between two savers holds the storage on both stages;
   - `backward_input_flops` and `backward_weight_flops`, estimated from the
     forward FLOPs where those are known (and flops=True): for a
     matmul-like op (linear, conv, matmul, bmm, addmm, ...) each operand's
@@ -411,7 +417,8 @@ def encode_node(
     training: bool = False,
 ) -> Dict[str, Any]:
     """One node as a proto3 JSON dict of partplan.v1.Node. training: fill
-    `training` from node.meta["saved_activation_bytes"] (which
+    `training` from node.meta["saved_activation_bytes"] and
+    node.meta["resaved_storages"] (which
     training_costs.measure_saved_activations records) and, with flops, the
     backward FLOPs."""
     if modules is None:
@@ -460,6 +467,10 @@ def encode_node(
                 "partplan.training_costs.measure_saved_activations(gm, example_inputs) first, "
                 "or export(..., training=True)")
         costs: Dict[str, Any] = {"savedActivationBytes": str(node.meta[training_costs.META_KEY])}
+        resaved = node.meta.get(training_costs.RESAVED_META_KEY)
+        if resaved:
+            costs["resaved"] = [{"node": r.node, "storage": int(r.storage), "bytes": str(r.bytes)}
+                                for r in resaved]
         backward_input, backward_weight = training_costs.backward_flops(gm, node, modules, count)
         if backward_input:
             costs["backwardInputFlops"] = encode_float(backward_input)

@@ -17,6 +17,15 @@ included) is charged to that node, counted as autograd keeps it alive:
   saves it, so the nodes' bytes add up to the bytes alive at the end of the
   forward. Every saved tensor is held until the run ends, so that no storage
   is freed and its address reused by another within the run;
+- re-saves recorded: a later node that saves a storage an earlier node saved
+  first (a ReLU saves its output, the next Linear the same tensor as its
+  input) is charged nothing for it, but gets one `ResavedStorage` entry per
+  such storage (`resaved_storages`): the first saver's name, the storage's
+  index among the storages that node saved first (0, 1, ... in the order it
+  first saved them) and its bytes. A pipeline stage keeps its own copy of
+  every storage one of its nodes saves, so a planner that cuts between two
+  savers charges both stages. A node saving its own storage again, or a
+  storage twice, adds no entry;
 - activations only: storages of the module's parameters, buffers and get_attr
   tensors (a Linear's weight, its transposed view, a BatchNorm's running
   statistics) are model state, not per micro-batch, and are not counted. The
@@ -60,7 +69,7 @@ Nodes whose forward FLOPs are unknown get no backward FLOPs.
 
 import math
 import operator
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.fx
@@ -70,6 +79,17 @@ from torch.fx.node import Node
 from . import flops as flops_mod
 
 META_KEY = "saved_activation_bytes"
+# node.meta key of the node's re-saved storages: a list of ResavedStorage.
+RESAVED_META_KEY = "resaved_storages"
+
+
+class ResavedStorage(NamedTuple):
+    """A storage a node saves that an earlier node saved first (see
+    partplan.v1.ResavedStorage)."""
+
+    node: str     # the first saver's name
+    storage: int  # index among the storages that node saved first
+    bytes: int    # the storage's bytes
 
 
 class TrainingRunError(RuntimeError):
@@ -122,13 +142,18 @@ def _unpack(_handle):
 
 class _SavedTensorsRecorder(torch.fx.Interpreter):
     """Runs the graph node by node, each under saved_tensors_hooks, charging
-    every storage autograd saves to the first node that saves it."""
+    every storage autograd saves to the first node that saves it and
+    recording, for every later node that saves it too, a ResavedStorage."""
 
     def __init__(self, gm: torch.fx.GraphModule, excluded: set):
         super().__init__(gm)
         self.excluded = excluded
         self.saved_bytes: Dict[str, int] = {n.name: 0 for n in gm.graph.nodes}
-        self.first_saver: Dict[Any, str] = {}
+        # storage key -> (first saver, index among its first-saved storages)
+        self.first_saver: Dict[Any, Tuple[str, int]] = {}
+        self.first_saved_count: Dict[str, int] = {n.name: 0 for n in gm.graph.nodes}
+        self.resaved: Dict[str, List[ResavedStorage]] = {n.name: [] for n in gm.graph.nodes}
+        self.resaved_keys: set = set()  # (node, storage key) already recorded
         self.kept: List[torch.Tensor] = []
         self.current: Optional[str] = None
 
@@ -137,9 +162,17 @@ class _SavedTensorsRecorder(torch.fx.Interpreter):
         # address reused by another and be taken for it.
         self.kept.append(t)
         key, nbytes = storage_of(t)
-        if key not in self.excluded and key not in self.first_saver:
-            self.first_saver[key] = self.current
-            self.saved_bytes[self.current] += nbytes
+        if key in self.excluded:
+            return None
+        node = self.current
+        first = self.first_saver.get(key)
+        if first is None:
+            self.first_saver[key] = (node, self.first_saved_count[node])
+            self.first_saved_count[node] += 1
+            self.saved_bytes[node] += nbytes
+        elif first[0] != node and (node, key) not in self.resaved_keys:
+            self.resaved_keys.add((node, key))
+            self.resaved[node].append(ResavedStorage(first[0], first[1], nbytes))
         return None
 
     def run_node(self, n: Node) -> Any:
@@ -169,7 +202,9 @@ def measure_saved_activations(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -
     """{node name: bytes of the storages autograd saves first at that node}
     for one forward of gm on `inputs`, with grad enabled, in gm's current
     mode (see the module docstring). Every node has an entry (0 when it saves
-    nothing), also stored in node.meta["saved_activation_bytes"].
+    nothing), also stored in node.meta["saved_activation_bytes"]; every
+    node's re-saved storages (a list of ResavedStorage, in the order the node
+    saves them, empty for most nodes) go to node.meta["resaved_storages"].
 
     The run has the forward's side effects (BatchNorm running statistics,
     the random number generator): exporter.export undoes them. ValueError
@@ -184,11 +219,13 @@ def measure_saved_activations(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -
         with torch.enable_grad():
             recorder.run(*inputs)
         saved = dict(recorder.saved_bytes)
+        resaved = dict(recorder.resaved)
     finally:
         recorder.kept.clear()
         getattr(recorder, "env", {}).clear()
     for node in gm.graph.nodes:
         node.meta[META_KEY] = saved[node.name]
+        node.meta[RESAVED_META_KEY] = resaved[node.name]
     return saved
 
 

@@ -1,6 +1,8 @@
 """partplan.export(training=True): Node.training's saved activation bytes
 against an independent measurement of the whole forward, views counting
-their whole storage, nodes that save nothing, and the backward FLOP rule."""
+their whole storage, nodes that save nothing, the re-saved storages
+(NodeTraining.resaved) pointing to their first saver, and the backward FLOP
+rule."""
 
 import math
 import unittest
@@ -45,6 +47,13 @@ def autograd_saved_bytes(model, inputs):
 
 def saved_by_node(graph):
     return {n.name: n.training.saved_activation_bytes for n in graph.nodes}
+
+
+def resaved_by_node(graph):
+    """{node name: [(first saver, storage index, bytes), ...]} of the nodes
+    with re-saved storages."""
+    return {n.name: [(r.node, r.storage, r.bytes) for r in n.training.resaved]
+            for n in graph.nodes if n.training.resaved}
 
 
 class MLPWithDropout(nn.Module):
@@ -207,6 +216,126 @@ class TrainingExportTest(unittest.TestCase):
         partplan.export(gm, (torch.randn(2, 3, 16, 16),))  # shapes, not training costs
         with self.assertRaises(ValueError):
             partplan.export(gm, training=True)
+
+
+class ReluThenLinear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 24)
+        self.fc2 = nn.Linear(24, 8)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class TwoSaves(nn.Module):
+    """A leaf whose forward saves two storages, in a known order: relu's
+    output a (6 x 20 floats), then tanh's output b (6 floats)."""
+
+    def forward(self, x):
+        a = torch.relu(x)
+        return torch.tanh(a.sum(dim=1)), a
+
+
+class ResavedStorageTest(unittest.TestCase):
+    """NodeTraining.resaved: a node saving a storage an earlier node saved
+    first names that node and the storage's index among the storages it
+    saved first; saved_activation_bytes still charges the first saver only
+    and adds up to the whole forward's."""
+
+    def check_whole_forward(self, model, inputs, graph):
+        self.assertEqual(sum(saved_by_node(graph).values()), autograd_saved_bytes(model, inputs))
+
+    def test_linear_after_relu(self):
+        torch.manual_seed(0)
+        model = ReluThenLinear()
+        x = torch.randn(5, 16)
+        graph = partplan.export(model, (x,), training=True)
+        with torch.no_grad():
+            r = torch.relu(model.fc1(x))
+        r_bytes = _storage(r)[1]
+        self.assertEqual(r_bytes, 5 * 24 * 4)
+        per_node = saved_by_node(graph)
+        # relu saves its output r first; fc2 saves the same r as its input.
+        self.assertEqual(per_node["relu"], r_bytes)
+        self.assertEqual(per_node["fc2"], 0)
+        self.assertEqual(resaved_by_node(graph), {"fc2": [("relu", 0, r_bytes)]})
+        self.check_whole_forward(model, (x,), graph)
+
+    def test_storage_saved_by_three_nodes(self):
+        class M(nn.Module):
+            def forward(self, x):
+                r = torch.relu(x)           # saves r first (its output)
+                s = torch.sin(r)            # saves r (its input)
+                m = r * r                   # saves r twice: one entry
+                return s.sum() + m.sum()
+
+        x = torch.randn(10, 12, requires_grad=True)
+        graph = partplan.export(M(), (x,), training=True)
+        r_bytes = 10 * 12 * 4
+        per_node = saved_by_node(graph)
+        self.assertEqual(per_node["relu"], r_bytes)
+        self.assertEqual(per_node["sin"], 0)
+        self.assertEqual(per_node["mul"], 0)
+        self.assertEqual(resaved_by_node(graph), {"sin": [("relu", 0, r_bytes)],
+                                                  "mul": [("relu", 0, r_bytes)]})
+        self.check_whole_forward(M(), (x,), graph)
+
+    def test_index_among_the_first_savers_storages(self):
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.two = TwoSaves()
+
+            def forward(self, x):
+                out = self.two(x)
+                b, a = out[0], out[1]
+                return torch.sin(b).sum() + torch.cos(a[:3]).sum()
+
+        x = torch.randn(6, 20, requires_grad=True)
+        gm = partplan.trace(M(), leaf_modules=[TwoSaves])
+        graph = partplan.export(gm, (x,), training=True)
+        a_bytes, b_bytes = 6 * 20 * 4, 6 * 4
+        per_node = saved_by_node(graph)
+        self.assertEqual(per_node["two"], a_bytes + b_bytes)
+        # sin saves b, the second storage `two` saved first (index 1); cos
+        # saves a view of a, the first (index 0): its whole storage's bytes.
+        self.assertEqual(resaved_by_node(graph), {"sin": [("two", 1, b_bytes)],
+                                                  "cos": [("two", 0, a_bytes)]})
+        self.assertEqual(per_node["sin"], 0)
+        self.assertEqual(per_node["cos"], 0)
+        self.check_whole_forward(M(), (x,), graph)
+
+    def test_recorded_in_node_meta_and_checks_still_hold(self):
+        # The models of TrainingExportTest: saved bytes still add up to the
+        # whole forward's, and every re-saved entry points to an earlier
+        # node whose first-saved storages include that index.
+        cases = [(MLPWithDropout(), (torch.randn(6, 24),)),
+                 (SmallConvBN(), (torch.randn(4, 3, 16, 16),)),
+                 (TinyEncoder(), (torch.randint(0, 50, (12, 3)),)),
+                 (ReluThenLinear(), (torch.randn(3, 16, requires_grad=True),))]
+        for model, inputs in cases:
+            with self.subTest(model=type(model).__name__):
+                torch.manual_seed(0)
+                model.train()
+                graph = partplan.export(model, inputs, training=True)
+                self.check_whole_forward(model, inputs, graph)
+                order = [n.name for n in graph.nodes]
+                per_node = saved_by_node(graph)
+                for name, entries in resaved_by_node(graph).items():
+                    self.assertEqual(len({(n, i) for n, i, _ in entries}), len(entries), name)
+                    for first, index, nbytes in entries:
+                        self.assertLess(order.index(first), order.index(name), name)
+                        self.assertGreaterEqual(index, 0)
+                        self.assertGreater(nbytes, 0)
+                        self.assertLessEqual(nbytes, per_node[first], name)
+        # measure_saved_activations leaves the entries in node.meta.
+        gm = partplan.trace(ReluThenLinear())
+        training_costs.measure_saved_activations(gm, (torch.randn(2, 16),))
+        meta = {n.name: n.meta[training_costs.RESAVED_META_KEY] for n in gm.graph.nodes}
+        self.assertEqual(meta["fc2"], [training_costs.ResavedStorage("relu", 0, 2 * 24 * 4)])
+        self.assertEqual(meta["relu"], [])
+        self.assertEqual(meta["fc1"], [])
 
 
 class BackwardFlopsTest(unittest.TestCase):
