@@ -139,8 +139,14 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromConfig(const v1::TrainingConf
                      " pipeline stages (devices x chunks_per_device), got ", devices,
                      " devices x ", search.schedule.chunks_per_device, " chunks"));
   }
-  static_assert(int64_t{3} * kMaxTrainingStages * kMaxTrainingMicroBatches <=
-                    ScheduleOptions::kMaxScheduledOps,
+  if (stages * config.micro_batches() > kMaxTrainingStageMicroBatches) {
+    return InvalidFieldError(
+        "config.micro_batches",
+        absl::StrCat("devices x chunks_per_device x micro_batches is ", devices, " x ",
+                     search.schedule.chunks_per_device, " x ", config.micro_batches(),
+                     ", above ", kMaxTrainingStageMicroBatches));
+  }
+  static_assert(3 * kMaxTrainingStageMicroBatches <= ScheduleOptions::kMaxScheduledOps,
                 "the caps keep every schedule within ScheduleOptions' bound");
   // Anything else ScheduleOptions refuses (none that the checks above let
   // through), named in the config.

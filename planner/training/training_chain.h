@@ -31,8 +31,9 @@
 // for the options, `config.pins[i].node` for a pin on an unknown node, a
 // placeholder or the output (or a node pinned twice), `devices.devices` for
 // an empty inventory or fewer devices x chunks than nodes to place, and the
-// caps below (`config.micro_batches`; `config.chunks_per_device`, or
-// `devices.devices` with one chunk, for the stages).
+// caps below (`config.micro_batches` for B and P v B;
+// `config.chunks_per_device`, or `devices.devices` with one chunk, for the
+// stages).
 #ifndef PARTPLAN_PLANNER_TRAINING_TRAINING_CHAIN_H_
 #define PARTPLAN_PLANNER_TRAINING_TRAINING_CHAIN_H_
 
@@ -57,10 +58,8 @@ namespace partplan {
 // (planner/base/limits.h), which bound what every RPC imports.
 //
 // Micro-batches per step: Megatron-LM and DeepSpeed runs use tens to a few
-// thousand (gradient accumulation). With the stages' cap it bounds the
-// simulated schedule to 3 x 1,024 x 4,096 ops (12.6M), well under
-// ScheduleOptions::kMaxScheduledOps, and every simulation of the search and
-// the cut reports to that. INVALID_ARGUMENT on `config.micro_batches`.
+// thousand (gradient accumulation). INVALID_ARGUMENT on
+// `config.micro_batches`.
 inline constexpr int kMaxTrainingMicroBatches = 4096;
 // Virtual stages P x v (devices x chunks_per_device): pipelines run with at
 // most some tens of devices and a few chunks each. The stage search's bound
@@ -69,6 +68,14 @@ inline constexpr int kMaxTrainingMicroBatches = 4096;
 // `config.chunks_per_device` when v > 1, else on `devices.devices` (the
 // pipeline is every device of the inventory).
 inline constexpr int kMaxTrainingStages = 1024;
+// Stages x micro-batches, P v B: each simulation of the step runs 2 or 3
+// ops per stage and micro-batch, and a timeline holds them (24 bytes an op,
+// the search and the evaluations keeping a few), so this bounds every
+// simulation to 3M ops and a timeline to 75 MB, where the two caps above
+// alone would allow 12.6M ops (ScheduleOptions::kMaxScheduledOps allows
+// 2^26). 64 devices x 4 chunks x B = 4,096 is within it. INVALID_ARGUMENT on
+// `config.micro_batches`.
+inline constexpr int64_t kMaxTrainingStageMicroBatches = int64_t{1} << 20;
 // Ops written in TrainingPlan.timeline: 65,536 ops are about 2 MB of
 // protobuf (8 MB of JSON). A step with more (P v B x 2, x 3 under ZB-H1)
 // has the ops that start first written, and `timeline_truncated` set; the

@@ -70,6 +70,7 @@ enum class Probe {
   kShardGraph,
   kBuildPipelineGraph,
   kPlanDataParallel,
+  kPlanTraining,
   kPlan,
   kPlanShard,  // Plan with a ShardConfig
   kValidate,
@@ -159,6 +160,8 @@ std::string ProbeRequest(Probe probe) {
       return ExampleRequest(PlannerRpc::kBuildPipelineGraph);
     case Probe::kPlanDataParallel:
       return ExampleRequest(PlannerRpc::kPlanDataParallel);
+    case Probe::kPlanTraining:
+      return ExampleRequest(PlannerRpc::kPlanTraining);
     case Probe::kPlan:
       return ExampleRequest(PlannerRpc::kPlan);
     case Probe::kPlanShard:
@@ -182,6 +185,8 @@ PlannerRpc RpcOf(Probe probe) {
       return PlannerRpc::kBuildPipelineGraph;
     case Probe::kPlanDataParallel:
       return PlannerRpc::kPlanDataParallel;
+    case Probe::kPlanTraining:
+      return PlannerRpc::kPlanTraining;
     case Probe::kPlan:
     case Probe::kPlanShard:
       return PlannerRpc::kPlan;
@@ -331,6 +336,25 @@ HostileCase DataParallelRow(std::string name,
   return ExampleRow<v1::PlanDataParallelRequest>(std::move(name), PlannerRpc::kPlanDataParallel,
                                                  Probe::kPlanDataParallel, std::move(edit),
                                                  std::move(field));
+}
+
+// PlanTraining's example: an 8-layer MLP (fc1, relu1, ..., relu7, fc8: 15
+// nodes to place) on gpu0..gpu3 with latencies and NodeTraining, 1F1B,
+// B = 8, fc8 pinned to the last stage.
+HostileCase TrainingRow(std::string name, std::function<void(v1::PlanTrainingRequest&)> edit,
+                        std::string field, StatusCode code = StatusCode::INVALID_ARGUMENT,
+                        std::string message_contains = "") {
+  HostileCase row = ExampleRow<v1::PlanTrainingRequest>(
+      std::move(name), PlannerRpc::kPlanTraining, Probe::kPlanTraining, std::move(edit),
+      std::move(field), code);
+  row.message_contains = std::move(message_contains);
+  return row;
+}
+
+void AddPin(v1::PlanTrainingRequest& request, const std::string& node, v1::StagePin pin) {
+  v1::NodePin* added = request.mutable_config()->add_pins();
+  added->set_node(node);
+  added->set_pin(pin);
 }
 
 HostileCase RawRow(std::string name, PlannerRpc rpc, Probe probe,
@@ -1024,6 +1048,196 @@ std::vector<HostileCase> Cases() {
   add(DataParallelRow("DataParallelNoDevices",
                       [](v1::PlanDataParallelRequest& r) { r.clear_devices(); },
                       "devices.devices"));
+
+  // --- PlanTraining. ---
+  // Pins.
+  add(TrainingRow("TrainingPinOnUnknownNode",
+                  [](v1::PlanTrainingRequest& r) { AddPin(r, "ghost", v1::FIRST_STAGE); },
+                  "config.pins[1].node"));
+  add(TrainingRow("TrainingPinOnPlaceholder",
+                  [](v1::PlanTrainingRequest& r) { AddPin(r, "x", v1::FIRST_STAGE); },
+                  "config.pins[1].node"));
+  add(TrainingRow("TrainingPinOnOutput",
+                  [](v1::PlanTrainingRequest& r) { AddPin(r, "output", v1::LAST_STAGE); },
+                  "config.pins[1].node"));
+  add(TrainingRow("TrainingNodePinnedTwice",
+                  [](v1::PlanTrainingRequest& r) { AddPin(r, "fc8", v1::FIRST_STAGE); },
+                  "config.pins[1].node"));
+  add(TrainingRow("TrainingUnknownPin",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_config()->mutable_pins(0)->set_pin(static_cast<v1::StagePin>(9));
+                  },
+                  "config.pins[0].pin"));
+  add(TrainingRow("TrainingUnsetPin",
+                  [](v1::PlanTrainingRequest& r) { AddPin(r, "fc1", v1::STAGE_PIN_UNSPECIFIED); },
+                  "config.pins[1].pin"));
+  // Each pin can be met, not both: fc2 in the last stage, fc3 after it in
+  // the first.
+  add(TrainingRow("TrainingPinsConflict",
+                  [](v1::PlanTrainingRequest& r) {
+                    AddPin(r, "fc2", v1::LAST_STAGE);
+                    AddPin(r, "fc3", v1::FIRST_STAGE);
+                  },
+                  "", StatusCode::FAILED_PRECONDITION, "pin"));
+  // 15 nodes, each alone: more stages than the 4 devices have.
+  add(TrainingRow("TrainingMoreOwnStagesThanStages",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_config()->clear_pins();
+                    for (const char* node : {"fc1", "fc2", "fc3", "fc4", "fc5"}) {
+                      AddPin(r, node, v1::OWN_STAGE);
+                    }
+                  },
+                  "", StatusCode::FAILED_PRECONDITION, "pin"));
+  // Micro-batches and chunks.
+  add(TrainingRow("TrainingNoMicroBatches",
+                  [](v1::PlanTrainingRequest& r) { r.mutable_config()->set_micro_batches(0); },
+                  "config.micro_batches"));
+  add(TrainingRow("TrainingNegativeMicroBatches",
+                  [](v1::PlanTrainingRequest& r) { r.mutable_config()->set_micro_batches(-8); },
+                  "config.micro_batches"));
+  add(TrainingRow("TrainingTwoBillionMicroBatches",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_config()->set_micro_batches(std::numeric_limits<int32_t>::max());
+                  },
+                  "config.micro_batches", StatusCode::INVALID_ARGUMENT, "at most 4096"));
+  add(TrainingRow("TrainingMicroBatchesOverTheCap",
+                  [](v1::PlanTrainingRequest& r) { r.mutable_config()->set_micro_batches(4097); },
+                  "config.micro_batches", StatusCode::INVALID_ARGUMENT, "at most 4096"));
+  // 1,024 stages x 4,096 micro-batches: each within its cap, not together.
+  add(TrainingRow("TrainingStagesTimesMicroBatchesOverTheCap",
+                  [](v1::PlanTrainingRequest& r) {
+                    *r.mutable_devices() = Devices(std::vector<int64_t>(1024, int64_t{1} << 30));
+                    r.mutable_config()->set_micro_batches(4096);
+                  },
+                  "config.micro_batches", StatusCode::INVALID_ARGUMENT, "1048576"));
+  add(TrainingRow("TrainingMoreStagesThanTheCap",
+                  [](v1::PlanTrainingRequest& r) {
+                    *r.mutable_devices() = Devices(std::vector<int64_t>(1025, int64_t{1} << 30));
+                  },
+                  "devices.devices", StatusCode::INVALID_ARGUMENT, "at most 1024"));
+  add(TrainingRow("TrainingTwoBillionChunks",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_config()->set_schedule(v1::INTERLEAVED_1F1B);
+                    r.mutable_config()->set_chunks_per_device(std::numeric_limits<int32_t>::max());
+                  },
+                  "config.chunks_per_device", StatusCode::INVALID_ARGUMENT, "at most 1024"));
+  add(TrainingRow("TrainingChunksWithoutInterleaving",
+                  [](v1::PlanTrainingRequest& r) { r.mutable_config()->set_chunks_per_device(2); },
+                  "config.chunks_per_device"));
+  add(TrainingRow("TrainingInterleavedMicroBatchesNotAMultipleOfTheDevices",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_config()->set_schedule(v1::INTERLEAVED_1F1B);
+                    r.mutable_config()->set_chunks_per_device(2);
+                    r.mutable_config()->set_micro_batches(6);
+                  },
+                  "config.micro_batches"));
+  // Negative, non-finite and unknown fields.
+  add(TrainingRow("TrainingNegativeChunks",
+                  [](v1::PlanTrainingRequest& r) { r.mutable_config()->set_chunks_per_device(-1); },
+                  "config.chunks_per_device"));
+  add(TrainingRow("TrainingNegativeMicroBatchSize",
+                  [](v1::PlanTrainingRequest& r) { r.mutable_config()->set_micro_batch_size(-32); },
+                  "config.micro_batch_size"));
+  add(TrainingRow("TrainingNegativeDataParallel",
+                  [](v1::PlanTrainingRequest& r) { r.mutable_config()->set_data_parallel(-2); },
+                  "config.data_parallel"));
+  add(TrainingRow("TrainingNegativeSearchNodes",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_config()->set_max_search_nodes(-1);
+                  },
+                  "config.max_search_nodes"));
+  add(TrainingRow("TrainingNegativeWeightBytes",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_config()->set_weight_bytes_per_parameter(-2);
+                  },
+                  "config.weight_bytes_per_parameter"));
+  add(TrainingRow("TrainingNaNOptimizerBytes",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_config()->set_optimizer_bytes_per_parameter(kNaN);
+                  },
+                  "config.optimizer_bytes_per_parameter"));
+  add(TrainingRow("TrainingInfiniteGradientBytes",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_config()->set_gradient_bytes_per_parameter(kInf);
+                  },
+                  "config.gradient_bytes_per_parameter"));
+  add(TrainingRow("TrainingUnknownSchedule",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_config()->set_schedule(static_cast<v1::PipelineScheduleKind>(12));
+                  },
+                  "config.schedule"));
+  add(TrainingRow("TrainingUnknownZeroStage",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_config()->set_zero(static_cast<v1::ZeroStageKind>(4));
+                  },
+                  "config.zero"));
+  add(TrainingRow("TrainingUnknownRecompute",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_config()->set_recompute(static_cast<v1::RecomputePolicy>(-1));
+                  },
+                  "config.recompute"));
+  // NodeTraining.
+  add(TrainingRow("TrainingNegativeBackwardSeconds",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_graph()->mutable_nodes(1)->mutable_training()
+                        ->set_backward_input_seconds(-1);
+                  },
+                  "graph.nodes[1].training.backward_input_seconds"));
+  add(TrainingRow("TrainingNaNBackwardFlops",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_graph()->mutable_nodes(3)->mutable_training()
+                        ->set_backward_weight_flops(kNaN);
+                  },
+                  "graph.nodes[3].training.backward_weight_flops"));
+  add(TrainingRow("TrainingNegativeSavedBytes",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_graph()->mutable_nodes(2)->mutable_training()
+                        ->set_saved_activation_bytes(-1);
+                  },
+                  "graph.nodes[2].training.saved_activation_bytes"));
+  // Latencies forward, FLOPs backward, and no one throughput to convert by.
+  add(TrainingRow("TrainingBackwardFlopsWithoutASharedThroughput",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_graph()->mutable_nodes(1)->mutable_training()
+                        ->set_backward_input_flops(1e9);
+                    r.mutable_devices()->mutable_devices(1)->set_compute_flops_per_second(5e13);
+                  },
+                  "graph.nodes[1].training.backward_input_flops"));
+  // Devices.
+  add(TrainingRow("TrainingNoDevices",
+                  [](v1::PlanTrainingRequest& r) { r.clear_devices(); }, "devices.devices"));
+  add(TrainingRow("TrainingMoreDevicesThanNodes",
+                  [](v1::PlanTrainingRequest& r) {
+                    *r.mutable_devices() = Devices(std::vector<int64_t>(16, int64_t{1} << 30));
+                  },
+                  "devices.devices"));
+  add(TrainingRow("TrainingMoreChunksThanNodes",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_config()->set_schedule(v1::INTERLEAVED_1F1B);
+                    r.mutable_config()->set_chunks_per_device(4);
+                  },
+                  "devices.devices"));
+  add(TrainingRow("TrainingDeviceWithoutMemory",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_devices()->mutable_devices(2)->set_available_memory_bytes(0);
+                  },
+                  "devices.devices[2].available_memory_bytes"));
+  // One byte: no stage fits on gpu2, and the answer says so (by its place
+  // in the pipeline, which is its index in the inventory).
+  add(TrainingRow("TrainingDeviceTooSmallForAnyStage",
+                  [](v1::PlanTrainingRequest& r) {
+                    r.mutable_devices()->mutable_devices(2)->set_available_memory_bytes(1);
+                  },
+                  "", StatusCode::FAILED_PRECONDITION, "device 2 needs"));
+  // Every device 64 MiB: fc1..fc8's model states (4M parameters x 16
+  // bytes each) fit nowhere, whatever the cuts.
+  add(TrainingRow("TrainingModelStatesFitNowhere",
+                  [](v1::PlanTrainingRequest& r) {
+                    for (v1::Device& device : *r.mutable_devices()->mutable_devices()) {
+                      device.set_available_memory_bytes(64 << 20);
+                    }
+                  },
+                  "", StatusCode::FAILED_PRECONDITION, "more than its 67108864"));
 
   // --- Bytes that are not a request. ---
   // Bytes that do not parse name the field where they go wrong

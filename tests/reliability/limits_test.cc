@@ -15,7 +15,10 @@
 // --max_nodes too, sized to take a quarter of the devices), or the graph's
 // name padded to the byte. Rows named KnownSlow_* run planners known to be
 // slow with many devices (KL_BASED, saturate_host); they stay on, so that
-// they fail while the planners are slow.
+// they fail while the planners are slow. PlanTraining's pipeline is every
+// device, one stage each, so its --max_devices rows plan 1,024 stages (its
+// own stage cap), and PlanTrainingAtTrainingCaps adds its other cap, the
+// most micro-batches there (P x B = 2^20), where --max_call_seconds ends it.
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -99,6 +102,9 @@ enum class Planner {
   kBalanced,      // ShardGraph BALANCED, one stage per device
   kKlBased,       // KNOWN-SLOW: PartitionGraph / Plan KL_BASED
   kSaturateHost,  // KNOWN-SLOW: PartitionGraph / Plan SIZE_BASED with saturate_host
+  // PlanTraining at its own caps (training_chain.h) as well: one stage per
+  // device and P x B = 2^20 micro-batch stages, the most it takes.
+  kTrainingCaps,
 };
 
 struct LimitCase {
@@ -118,6 +124,8 @@ std::string PlannerName(Planner planner) {
       return "KnownSlow_KlBased";
     case Planner::kSaturateHost:
       return "KnownSlow_SaturateHost";
+    case Planner::kTrainingCaps:
+      return "AtTrainingCaps";
   }
   return "";
 }
@@ -429,6 +437,22 @@ std::string RequestOf(const LimitCase& c) {
       if (growth.bytes > 0) PadTo(request, growth.bytes);
       return request.SerializeAsString();
     }
+    case PlannerRpc::kPlanTraining: {
+      // The devices are the pipeline's, every one a stage: the nodes grown
+      // are as many as the server takes, so that each stage has one.
+      auto request = Example<v1::PlanTrainingRequest>(c.rpc);
+      // The example pins its last layer to the last stage; with the chain
+      // grown after it and a stage per device, no cut would meet the pin.
+      request.mutable_config()->clear_pins();
+      if (c.planner == Planner::kTrainingCaps) {
+        request.mutable_config()->set_micro_batches(
+            static_cast<int32_t>((int64_t{1} << 20) / growth.devices));
+      }
+      GrowGraph(*request.mutable_graph(), growth);
+      if (growth.devices > 0) GrowDevices(*request.mutable_devices(), growth.devices);
+      if (growth.bytes > 0) PadTo(request, growth.bytes);
+      return request.SerializeAsString();
+    }
     default:  // kCases lists the rows; an RPC needs a request here to be one
       ADD_FAILURE() << "no request for " << RpcName(c.rpc);
       return "";
@@ -444,7 +468,7 @@ std::vector<LimitCase> Cases() {
   const std::vector<PlannerRpc> rpcs = {
       PlannerRpc::kPartitionGraph,     PlannerRpc::kPlan,       PlannerRpc::kValidate,
       PlannerRpc::kSplitGraph,         PlannerRpc::kShardGraph, PlannerRpc::kBuildPipelineGraph,
-      PlannerRpc::kPlanDataParallel};
+      PlannerRpc::kPlanDataParallel,   PlannerRpc::kPlanTraining};
   std::vector<LimitCase> cases;
   for (const PlannerRpc rpc : rpcs) {
     for (const Limit limit : {Limit::kNodes, Limit::kValuesPerNode, Limit::kValues,
@@ -461,6 +485,9 @@ std::vector<LimitCase> Cases() {
   for (const bool over : {false, true}) {
     cases.push_back({PlannerRpc::kPlan, Planner::kBalanced, Limit::kDevices, over});
   }
+  // PlanTraining at --max_devices (1,024, also its stage cap) with the most
+  // micro-batches its caps allow there.
+  cases.push_back({PlannerRpc::kPlanTraining, Planner::kTrainingCaps, Limit::kDevices, false});
   // KNOWN-SLOW (issue #24): KL_BASED and saturate_host with many devices.
   // Someone else is making them fast; these rows say when they are.
   for (const PlannerRpc rpc : {PlannerRpc::kPartitionGraph, PlannerRpc::kPlan}) {
@@ -568,7 +595,7 @@ TEST(LimitsTableTest, EveryRpcAtAndOverEachLimitItHolds) {
     EXPECT_TRUE(names.insert(CaseName(c)).second) << CaseName(c);
     if (c.over) covered.insert({c.rpc, c.limit});
   }
-  EXPECT_EQ(covered.size(), 7u * 4 + 5);  // every RPC: 4 limits; 5 with devices
+  EXPECT_EQ(covered.size(), 8u * 4 + 6);  // every RPC: 4 limits; 6 with devices
 }
 
 template <typename Request>
@@ -626,6 +653,9 @@ TEST(LimitsTableTest, EachRequestIsAtOrOverItsOwnLimitOnly) {
         break;
       case PlannerRpc::kPlanDataParallel:
         ExpectWithin<v1::PlanDataParallelRequest>(bytes, c);
+        break;
+      case PlannerRpc::kPlanTraining:
+        ExpectWithin<v1::PlanTrainingRequest>(bytes, c);
         break;
       default:  // RequestOf has made no request for it either
         ADD_FAILURE() << "no check for " << RpcName(c.rpc);

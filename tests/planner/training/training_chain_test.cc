@@ -423,6 +423,15 @@ TEST(TrainingOptionsTest, CapsOnMicroBatchesAndStages) {
   config.set_chunks_per_device(kMaxTrainingStages / 8 + 1);
   status = TrainingOptionsFromConfig(config, 8).status();
   EXPECT_EQ(FieldOf(status), "config.chunks_per_device") << status;
+  // Stages x micro-batches.
+  config = Config(kMaxTrainingStageMicroBatches / kMaxTrainingStages);
+  EXPECT_TRUE(TrainingOptionsFromConfig(config, kMaxTrainingStages).ok());
+  config.set_micro_batches(config.micro_batches() + 1);
+  status = TrainingOptionsFromConfig(config, kMaxTrainingStages).status();
+  EXPECT_EQ(FieldOf(status), "config.micro_batches") << status;
+  EXPECT_NE(status.message().find("1048576"), absl::string_view::npos) << status;
+  config.set_schedule(v1::INTERLEAVED_1F1B);
+  config.set_micro_batches(64);
   // The most chunks an int32 holds does not overflow the product.
   config.set_chunks_per_device(std::numeric_limits<int32_t>::max());
   status = TrainingOptionsFromConfig(config, 8).status();
