@@ -86,6 +86,7 @@ class StageTable {
         stages_(options.schedule.stages()),
         order_(ScheduleOrder(options.schedule)),
         transient_(Transients(chain)),
+        shared_(static_cast<int>(chain.items.size()), chain.shared_saves),
         split_weight_(options.schedule.schedule == PipelineSchedule::kZeroBubbleH1) {
     per_parameter_ = options.memory.BytesPerParameter();
     for (int d = 0; d < options.schedule.devices; ++d) {
@@ -179,7 +180,7 @@ class StageTable {
     for (const TiedParameters& group : chain_.tied) {
       if (HoldsAny(group, begin, end)) footprint.parameters += group.parameters;
     }
-    footprint.saved_activation_bytes = saved_[end] - saved_[begin];
+    footprint.saved_activation_bytes = saved_[end] - saved_[begin] - shared_.Within(begin, end);
     footprint.input_bytes = chain_.live_bytes[begin];
     footprint.transient_bytes = transient_.Max(begin, end);
     footprint.recompute = recompute;
@@ -306,6 +307,7 @@ class StageTable {
   const int stages_;
   const std::vector<std::vector<PipelineOp>> order_;
   const RangeMax transient_;
+  const SharedSaveSums shared_;
   const bool split_weight_;
   std::vector<double> forward_, input_, weight_;
   std::vector<int64_t> saved_, parameters_;
@@ -1154,6 +1156,17 @@ absl::Status StageSearchOptions::CheckAndSetup(const TrainingChain& chain,
   if (!chain.placement.empty() && static_cast<int>(chain.placement.size()) != n) {
     return InvalidFieldError("chain.placement", absl::StrCat("expected ", n, " entries, got ",
                                                              chain.placement.size()));
+  }
+  for (size_t p = 0; p < chain.shared_saves.size(); ++p) {
+    const SharedSave& pair = chain.shared_saves[p];
+    const bool in_range = 0 <= pair.first && pair.first < pair.second && pair.second < n;
+    if (!in_range || pair.bytes < 0 ||
+        pair.bytes > std::min(chain.items[pair.first].saved_activation_bytes,
+                              chain.items[pair.second].saved_activation_bytes)) {
+      return InvalidFieldError(
+          absl::StrCat("chain.shared_saves[", p, "]"),
+          "needs 0 <= first < second < items and bytes between 0 and both items' saved bytes");
+    }
   }
   for (size_t g = 0; g < chain.tied.size(); ++g) {
     const TiedParameters& group = chain.tied[g];

@@ -53,6 +53,7 @@
 #include "planner/base/cancellation.h"
 #include "planner/training/device_memory.h"
 #include "planner/training/schedule.h"
+#include "planner/training/shared_saves.h"
 
 namespace partplan {
 
@@ -62,6 +63,8 @@ struct TrainingItem {
   double forward = 0;
   double backward_input = 0;
   double backward_weight = 0;
+  // Every storage the item saves for its backward, those other items save
+  // too included (see TrainingChain::shared_saves).
   int64_t saved_activation_bytes = 0;
   int64_t parameters = 0;
   // The backward's working set while this item's backward runs.
@@ -92,6 +95,10 @@ struct TrainingChain {
   // Empty, or one per item.
   std::vector<StagePlacement> placement;
   std::vector<TiedParameters> tied;
+  // Storages saved by more than one item, as consecutive savers: a stage
+  // holding both items of a pair keeps the storage once; stages on either
+  // side of a cut between them each keep a copy (shared_saves.h).
+  std::vector<SharedSave> shared_saves;
 };
 
 struct TrainingDevice {

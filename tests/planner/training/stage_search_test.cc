@@ -13,6 +13,7 @@
 #include <iostream>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -122,6 +123,13 @@ Instance RandomInstance(PipelineSchedule schedule, std::mt19937& random) {
     const StagePlacement pins[] = {StagePlacement::kFirst, StagePlacement::kLast,
                                    StagePlacement::kAlone};
     instance.chain.placement[uniform(0, n - 1)] = pins[uniform(0, 2)];
+  }
+  if (uniform(0, 2) == 0) {
+    // A storage two items save (a ReLU's output the next Linear saves).
+    const int a = uniform(0, n - 2), b = uniform(a + 1, n - 1);
+    const int64_t bytes = std::min(instance.chain.items[a].saved_activation_bytes,
+                                   instance.chain.items[b].saved_activation_bytes);
+    instance.chain.shared_saves.push_back({a, b, bytes / 2 + 1 > bytes ? bytes : bytes / 2 + 1});
   }
   if (uniform(0, 3) == 0) {
     // Tied parameters: two items, kept on one stage or all-reduced.
@@ -306,6 +314,27 @@ TEST(StageSearchTest, TiedParametersAreAllReducedOrKeptTogether) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_GE(plan->cuts[1], 3);
   EXPECT_EQ(plan->tied_allreduce_seconds[0], 0);
+}
+
+// A storage two items save counts once in a stage holding both, and on each
+// stage when a cut falls between them.
+TEST(StageSearchTest, SharedSavesCountOncePerStage) {
+  Instance instance;
+  instance.options.schedule = Options(PipelineSchedule::kGpipe, 2, 1);
+  instance.chain.items.assign(4, TrainingItem{});
+  for (TrainingItem& item : instance.chain.items) item.saved_activation_bytes = 100;
+  instance.chain.shared_saves = {{1, 2, 60}};  // items 1 and 2 both save 60 bytes
+  instance.chain.live_bytes.assign(5, 0);
+  instance.devices.assign(2, TrainingDevice{});
+  for (const auto& [cut, first, second] :
+       std::vector<std::tuple<int, int64_t, int64_t>>{{1, 100, 240}, {2, 200, 200}, {3, 240, 100}}) {
+    const absl::StatusOr<TrainingStagePlan> plan =
+        EvaluateTrainingStages(instance.options, instance.chain, instance.devices, {0, cut, 4},
+                               {false, false}, NoDeadline());
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->footprints[0].saved_activation_bytes, first) << "cut " << cut;
+    EXPECT_EQ(plan->footprints[1].saved_activation_bytes, second) << "cut " << cut;
+  }
 }
 
 TEST(StageSearchTest, NothingFitsNamesTheDeviceShort) {
