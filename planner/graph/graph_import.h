@@ -14,9 +14,12 @@
 // names; a known op; every reference to an earlier node; well-formed flat
 // argument encodings (list/tuple lengths, one value per kwarg); exactly one
 // OUTPUT node, last; sizes, parameter counts, latencies and FLOPs
-// non-negative and finite, output size not above total size; shapes
-// non-negative with a known dtype wherever sizes are derived from them; no
-// overflow in any sum. Runs in O(nodes + argument values).
+// non-negative and finite, output size not above total size; a node's
+// training costs (NodeTraining: backward seconds and FLOPs, input and weight
+// gradient, non-negative and finite; saved_activation_bytes non-negative,
+// named graph.nodes[i].training.<field>); shapes non-negative with a known
+// dtype wherever sizes are derived from them; no overflow in any sum. Runs
+// in O(nodes + argument values).
 //
 // Both sources give the same graph and the same errors for the same graph.
 // The serialised one parses one node at a time into a reused message, so
