@@ -89,6 +89,18 @@ class CompactGraph {
   }
   bool has_training() const { return !training_.empty(); }  // any node's
 
+  // NodeTraining.resaved, its names resolved to earlier nodes.
+  struct Resaved {
+    NodeId first_saver;
+    int32_t storage;
+    int64_t bytes;
+  };
+  absl::Span<const Resaved> resaved(NodeId v) const {
+    if (static_cast<size_t>(v) + 1 >= resaved_begin_.size()) return {};
+    return absl::MakeConstSpan(resaved_).subspan(resaved_begin_[v],
+                                                  resaved_begin_[v + 1] - resaved_begin_[v]);
+  }
+
   // The distinct nodes v reads, args before kwargs, in order of first use
   // (torch.fx's `map_arg(..., input_nodes.setdefault)`).
   absl::Span<const NodeId> inputs(NodeId v) const {
@@ -175,6 +187,8 @@ class CompactGraph {
     NodeTrainingFields fields;
   };
   std::vector<KeptTraining> training_;  // empty, or one per node
+  std::vector<Resaved> resaved_;
+  std::vector<int64_t> resaved_begin_;  // empty, or nodes + 1 offsets into resaved_
   // Edge offsets are 32 bits (the import refuses more edges): half the
   // memory of 64-bit offsets, and the import's arrays are a large part of a
   // call's peak.

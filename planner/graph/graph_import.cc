@@ -623,6 +623,7 @@ class GraphBuilder {
   // Node v's NodeTraining, checked and kept (CompactGraph::training_ stays
   // empty until a node gives one).
   absl::Status AddTraining(NodeId v, const NodeFields& node, const NodePath& at) {
+    PARTPLAN_RETURN_IF_ERROR(AddResaved(v, node, at));
     std::vector<CompactGraph::KeptTraining>& kept = result_.training_;
     if (!node.has_training) {
       if (!kept.empty()) kept.emplace_back();
@@ -649,6 +650,29 @@ class GraphBuilder {
     }
     if (kept.empty()) kept.resize(v);
     kept.push_back({true, training});
+    return absl::OkStatus();
+  }
+
+  // Node v's NodeTraining.resaved, each naming an earlier node (kept, like
+  // the training costs, only once some node gives one).
+  absl::Status AddResaved(NodeId v, const NodeFields& node, const NodePath& at) {
+    std::vector<int64_t>& begin = result_.resaved_begin_;
+    if (!node.resaved.empty() && begin.empty()) begin.assign(v + 1, 0);
+    for (size_t j = 0; j < node.resaved.size(); ++j) {
+      const NodeFields::Resaved& resaved = node.resaved[j];
+      const std::string field = absl::StrCat(".training.resaved[", j, "]");
+      const NodeId first = result_.Find(resaved.node);
+      if (first < 0 || first == v) {
+        return InvalidFieldError(
+            at.Str(field + ".node"),
+            absl::StrCat("must name an earlier node, got '", resaved.node, "'"));
+      }
+      if (resaved.storage < 0 || resaved.bytes < 0) {
+        return InvalidFieldError(at.Str(field), "storage and bytes must not be negative");
+      }
+      result_.resaved_.push_back({first, resaved.storage, resaved.bytes});
+    }
+    if (!begin.empty()) begin.push_back(static_cast<int64_t>(result_.resaved_.size()));
     return absl::OkStatus();
   }
 

@@ -200,8 +200,36 @@ bool DecodePair(absl::string_view bytes, uint32_t wire_type, Read read) {
   return true;
 }
 
-// A v1::NodeTraining: four doubles, then saved_activation_bytes (a varint).
-bool DecodeTraining(absl::string_view bytes, NodeTrainingFields* training) {
+// A v1::ResavedStorage: the node's name, the storage's index, its bytes.
+bool DecodeResaved(absl::string_view bytes, NodeFields::Resaved* resaved) {
+  WireReader in(bytes);
+  while (!in.done()) {
+    uint32_t field = 0, wire_type = 0;
+    uint64_t number = 0;
+    if (!in.ReadTag(&field, &wire_type)) return false;
+    switch (field) {
+      case v1::ResavedStorage::kNodeFieldNumber:
+        if (wire_type != kLengthDelimited || !in.ReadString(&resaved->node)) return false;
+        break;
+      case v1::ResavedStorage::kStorageFieldNumber:
+        if (wire_type != kVarint || !in.ReadVarint(&number)) return false;
+        resaved->storage = static_cast<int32_t>(number);
+        break;
+      case v1::ResavedStorage::kBytesFieldNumber:
+        if (wire_type != kVarint || !in.ReadVarint(&number)) return false;
+        resaved->bytes = static_cast<int64_t>(number);
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+// A v1::NodeTraining: four doubles, saved_activation_bytes (a varint), the
+// resaved storages.
+bool DecodeTraining(absl::string_view bytes, NodeTrainingFields* training,
+                    std::vector<NodeFields::Resaved>* resaved) {
   WireReader in(bytes);
   while (!in.done()) {
     uint32_t field = 0, wire_type = 0;
@@ -230,6 +258,13 @@ bool DecodeTraining(absl::string_view bytes, NodeTrainingFields* training) {
         if (wire_type != kVarint || !in.ReadVarint(&number)) return false;
         training->saved_activation_bytes = static_cast<int64_t>(number);
         break;
+      case v1::NodeTraining::kResavedFieldNumber: {
+        absl::string_view payload;
+        if (wire_type != kLengthDelimited || !in.ReadLengthDelimited(&payload)) return false;
+        resaved->emplace_back();
+        if (!DecodeResaved(payload, &resaved->back())) return false;
+        break;
+      }
       default:
         return false;
     }
@@ -257,6 +292,7 @@ void NodeFields::Clear() {
   flops = 0;
   has_training = false;
   training = NodeTrainingFields();
+  resaved.clear();
 }
 
 bool DecodeNode(absl::string_view bytes, NodeFields* fields, NodeParts parts) {
@@ -346,7 +382,7 @@ bool DecodeNode(absl::string_view bytes, NodeFields* fields, NodeParts parts) {
         // Given twice, protobuf merges the two: left to the parse.
         if (fields->has_training || !in.ReadLengthDelimited(&payload)) return false;
         fields->has_training = true;
-        if (!DecodeTraining(payload, &fields->training)) return false;
+        if (!DecodeTraining(payload, &fields->training, &fields->resaved)) return false;
         break;
       default:
         return false;
@@ -391,6 +427,9 @@ void ViewNode(const v1::Node& node, NodeFields* fields, NodeParts parts) {
     fields->training.backward_input_flops = training.backward_input_flops();
     fields->training.backward_weight_flops = training.backward_weight_flops();
     fields->training.saved_activation_bytes = training.saved_activation_bytes();
+    for (const v1::ResavedStorage& resaved : training.resaved()) {
+      fields->resaved.push_back({resaved.node(), resaved.storage(), resaved.bytes()});
+    }
   }
   if (parts == NodeParts::kOwnFieldsOnly) return;
   for (const v1::Value& value : node.args()) fields->args.push_back(ViewValue(value));

@@ -80,6 +80,13 @@ struct NodeFields {
   double flops = 0;
   bool has_training = false;
   NodeTrainingFields training;
+  // NodeTraining.resaved, as read (names unresolved).
+  struct Resaved {
+    absl::string_view node;
+    int32_t storage = 0;
+    int64_t bytes = 0;
+  };
+  std::vector<Resaved> resaved;
 
   absl::Span<const ValueView> values_of(const Keyword& keyword) const {
     return absl::MakeConstSpan(keyword_values).subspan(keyword.begin, keyword.end - keyword.begin);

@@ -310,6 +310,33 @@ absl::StatusOr<TrainingChainFromGraphResult> TrainingChainFromGraph(
     return InvalidFieldError("graph.nodes",
                              "the nodes' training costs add up beyond the largest double");
   }
+  // Storages several nodes save: each later saver counts them too, and
+  // consecutive savers make a pair the stage search counts once per stage.
+  absl::flat_hash_map<std::pair<NodeId, int32_t>, int32_t> last_saver;
+  for (int32_t i = 0; i < n; ++i) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(i));
+    const NodeId v = model.item(i);
+    const absl::Span<const CompactGraph::Resaved> resaved = graph.resaved(v);
+    for (size_t j = 0; j < resaved.size(); ++j) {
+      const CompactGraph::Resaved& storage = resaved[j];
+      const int32_t first = model.position(storage.first_saver);
+      const auto [it, inserted] =
+          last_saver.try_emplace({storage.first_saver, storage.storage}, first);
+      const int32_t before = it->second;
+      if (before == i) continue;  // listed twice by one node
+      if (inserted && first >= 0 &&
+          storage.bytes > chain.items[first].saved_activation_bytes) {
+        return InvalidFieldError(
+            absl::StrCat("graph.nodes[", v, "].training.resaved[", j, "].bytes"),
+            absl::StrCat(storage.bytes, " bytes, more than node '",
+                         graph.name(storage.first_saver), "' saves (",
+                         chain.items[first].saved_activation_bytes, ")"));
+      }
+      chain.items[i].saved_activation_bytes += storage.bytes;
+      if (before >= 0) chain.shared_saves.push_back({before, i, storage.bytes});
+      it->second = i;
+    }
+  }
   for (int32_t c = 0; c <= n; ++c) {
     PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(c));
     chain.live_bytes[c] = model.LiveBytes(c);
