@@ -215,6 +215,55 @@ TEST(TrainingChainTest, NodeTrainingGivesTheBackwardAndTheSavedBytes) {
   }
 }
 
+// A storage a saves and b and c save again: b and c count it too, and the
+// consecutive savers (a, b), (b, c) are the pairs the stage search counts
+// once per stage. Both imports read `resaved`; a bad one is named.
+TEST(TrainingChainTest, ResavedStoragesPairConsecutiveSavers) {
+  v1::Graph graph = Chain();
+  graph.mutable_nodes(2)->mutable_training()->set_saved_activation_bytes(1000);
+  for (const int node : {3, 4}) {
+    v1::ResavedStorage* resaved = graph.mutable_nodes(node)->mutable_training()->add_resaved();
+    resaved->set_node("a");
+    resaved->set_storage(0);
+    resaved->set_bytes(600);
+  }
+  const std::unique_ptr<Imported> imported = ImportBoth(graph);
+  for (const absl::StatusOr<CompactGraph>* result : {&imported->parsed, &imported->serialized}) {
+    ASSERT_TRUE(result->ok()) << result->status();
+    ASSERT_EQ((*result)->resaved(3).size(), 1u);
+    EXPECT_EQ((*result)->resaved(3)[0].first_saver, 2);
+    const absl::StatusOr<TrainingProblem> problem = Problem(**result, Devices(2), Config());
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    const TrainingChain& chain = problem->chain;
+    EXPECT_EQ(chain.items[1].saved_activation_bytes, 1000);  // a
+    EXPECT_EQ(chain.items[2].saved_activation_bytes, 600);   // b
+    EXPECT_EQ(chain.items[3].saved_activation_bytes, 600);   // c
+    ASSERT_EQ(chain.shared_saves.size(), 2u);
+    EXPECT_EQ(chain.shared_saves[0].first, 1);
+    EXPECT_EQ(chain.shared_saves[0].second, 2);
+    EXPECT_EQ(chain.shared_saves[1].first, 2);
+    EXPECT_EQ(chain.shared_saves[1].second, 3);
+    EXPECT_EQ(chain.shared_saves[1].bytes, 600);
+  }
+
+  v1::Graph later = Chain();
+  later.mutable_nodes(2)->mutable_training()->add_resaved()->set_node("c");
+  const std::unique_ptr<Imported> bad = ImportBoth(later);
+  for (const absl::StatusOr<CompactGraph>* result : {&bad->parsed, &bad->serialized}) {
+    EXPECT_EQ(FieldOf(result->status()), "graph.nodes[2].training.resaved[0].node")
+        << result->status();
+  }
+  v1::Graph too_many = Chain();
+  too_many.mutable_nodes(2)->mutable_training()->set_saved_activation_bytes(10);
+  v1::ResavedStorage* resaved = too_many.mutable_nodes(3)->mutable_training()->add_resaved();
+  resaved->set_node("a");
+  resaved->set_bytes(11);
+  const std::unique_ptr<Imported> excess = ImportBoth(too_many);
+  ASSERT_TRUE(excess->parsed.ok()) << excess->parsed.status();
+  EXPECT_EQ(FieldOf(Problem(*excess->parsed, Devices(2), Config()).status()),
+            "graph.nodes[3].training.resaved[0].bytes");
+}
+
 TEST(TrainingChainTest, FlopsDivideByEachDevicesThroughput) {
   v1::Graph graph = Chain();
   for (int v = 2; v <= 4; ++v) graph.mutable_nodes(v)->set_flops(1e9 * v);
