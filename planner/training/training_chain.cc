@@ -389,6 +389,57 @@ absl::StatusOr<TrainingChainFromGraphResult> TrainingChainFromGraph(
   return result;
 }
 
+namespace {
+
+// The config's tied parameters, as the chain's: each group's nodes as
+// items, ascending; the shared parameters taken off each node's own.
+absl::Status AddTiedParameters(const StageModel& model,
+                               const google::protobuf::RepeatedPtrField<v1::TiedParameters>& tied,
+                               TrainingChain* chain, const CancellationToken& token) {
+  const CompactGraph& graph = model.graph();
+  int64_t work = 0;
+  for (int g = 0; g < tied.size(); ++g) {
+    const v1::TiedParameters& group = tied.Get(g);
+    const std::string field = absl::StrCat("config.tied[", g, "]");
+    if (group.nodes().empty()) {
+      return InvalidFieldError(field + ".nodes", "name the nodes that share the parameters");
+    }
+    if (group.parameter_count() < 0) {
+      return InvalidFieldError(field + ".parameter_count",
+                               absl::StrCat("must not be negative, got ", group.parameter_count()));
+    }
+    TiedParameters parameters;
+    parameters.parameters = group.parameter_count();
+    parameters.same_stage = group.same_stage();
+    for (int j = 0; j < group.nodes_size(); ++j) {
+      PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
+      const NodeId v = graph.Find(group.nodes(j));
+      const int32_t position = v < 0 ? -1 : model.position(v);
+      if (position < 0) {
+        return InvalidFieldError(
+            absl::StrCat(field, ".nodes[", j, "]"),
+            absl::StrCat("'", group.nodes(j),
+                         "' is not a node of the pipeline's stages (all but placeholders and the "
+                         "output)"));
+      }
+      parameters.items.push_back(position);
+    }
+    std::sort(parameters.items.begin(), parameters.items.end());
+    if (std::adjacent_find(parameters.items.begin(), parameters.items.end()) !=
+        parameters.items.end()) {
+      return InvalidFieldError(field + ".nodes", "a node is listed twice");
+    }
+    for (const int item : parameters.items) {
+      int64_t& own = chain->items[item].parameters;
+      own = std::max<int64_t>(0, own - parameters.parameters);
+    }
+    chain->tied.push_back(std::move(parameters));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<TrainingProblem> TrainingProblemFromRequest(const CompactGraph& graph,
                                                            const DeviceList& devices,
                                                            const v1::TrainingConfig& config,
@@ -415,6 +466,7 @@ absl::StatusOr<TrainingProblem> TrainingProblemFromRequest(const CompactGraph& g
       TrainingChainFromGraphResult chain,
       TrainingChainFromGraph(model, devices, config.pins(), &problem.devices, token));
   problem.chain = std::move(chain.chain);
+  PARTPLAN_RETURN_IF_ERROR(AddTiedParameters(model, config.tied(), &problem.chain, token));
   problem.item_nodes = std::move(chain.item_nodes);
   problem.estimated_saved_bytes_nodes = chain.estimated_saved_bytes_nodes;
   problem.in_seconds = chain.in_seconds;

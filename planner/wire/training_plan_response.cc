@@ -216,6 +216,7 @@ absl::Status TrainingPlanResponseFromPlan(const CompactGraph& graph, const Devic
   out->set_lower_bound_seconds(plan.lower_bound);
   out->set_search_nodes(plan.search_nodes);
   out->set_estimated_saved_bytes_nodes(problem.estimated_saved_bytes_nodes);
+  for (const double seconds : plan.tied_allreduce_seconds) out->add_tied_allreduce_seconds(seconds);
   return absl::OkStatus();
 }
 

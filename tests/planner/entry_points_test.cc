@@ -342,6 +342,27 @@ TEST(EntryPointsTest, PlanTrainingWritesTheWholePlan) {
   EXPECT_EQ(from_bytes.SerializeAsString(), response->SerializeAsString());
 }
 
+// A tied embedding (l0) and head (l7) on the first and last device: the
+// response gives the all-reduce, and the step covers it.
+TEST(EntryPointsTest, PlanTrainingReportsTiedAllReduce) {
+  v1::PlanTrainingRequest request = TrainingRequest();
+  v1::TiedParameters* tied = request.mutable_config()->add_tied();
+  tied->add_nodes("l0");
+  tied->add_nodes("l7");
+  tied->set_parameter_count(500);  // 1,000 gradient bytes over links of 1,000 B/s
+  const CancellationToken token(absl::InfiniteFuture());
+  const absl::StatusOr<v1::PlanTrainingResponse> response =
+      PlanTraining(request, InputLimits(), token);
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->plan().tied_allreduce_seconds_size(), 1);
+  EXPECT_DOUBLE_EQ(response->plan().tied_allreduce_seconds(0), 1.0);  // 2 (2 - 1) / 2 x 1,000 / 1,000
+  double last_end = 0;
+  for (const v1::TimelineOp& op : response->plan().timeline()) {
+    last_end = std::max(last_end, op.end_seconds());
+  }
+  EXPECT_GE(response->plan().step_seconds(), last_end);
+}
+
 // A node pinned to a stage of its own is one, and no cut moves next to it.
 TEST(EntryPointsTest, PlanTrainingKeepsPinsAndSaysWhichMovesBreakThem) {
   v1::PlanTrainingRequest request = TrainingRequest();

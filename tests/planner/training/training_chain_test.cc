@@ -264,6 +264,38 @@ TEST(TrainingChainTest, ResavedStoragesPairConsecutiveSavers) {
             "graph.nodes[3].training.resaved[0].bytes");
 }
 
+// Tied parameters: the nodes as items, the shared parameters taken off
+// each node's own and counted by the group; faults named.
+TEST(TrainingChainTest, TiedParameters) {
+  const std::unique_ptr<Imported> imported = ImportBoth(Chain());
+  ASSERT_TRUE(imported->parsed.ok()) << imported->parsed.status();
+  v1::TrainingConfig config = Config();
+  v1::TiedParameters* tied = config.add_tied();
+  tied->add_nodes("c");
+  tied->add_nodes("a");
+  tied->set_parameter_count(150);
+  absl::StatusOr<TrainingProblem> problem = Problem(*imported->parsed, Devices(2), config);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  ASSERT_EQ(problem->chain.tied.size(), 1u);
+  EXPECT_EQ(problem->chain.tied[0].items, (std::vector<int>{1, 3}));
+  EXPECT_EQ(problem->chain.tied[0].parameters, 150);
+  EXPECT_FALSE(problem->chain.tied[0].same_stage);
+  EXPECT_EQ(problem->chain.items[1].parameters, 0);   // a: 100 - 150, floored
+  EXPECT_EQ(problem->chain.items[3].parameters, 50);  // c: 200 - 150
+
+  tied->add_nodes("x");
+  problem = Problem(*imported->parsed, Devices(2), config);
+  EXPECT_EQ(FieldOf(problem.status()), "config.tied[0].nodes[2]") << problem.status();
+  tied->mutable_nodes()->RemoveLast();
+  tied->add_nodes("a");
+  problem = Problem(*imported->parsed, Devices(2), config);
+  EXPECT_EQ(FieldOf(problem.status()), "config.tied[0].nodes") << problem.status();
+  tied->mutable_nodes()->RemoveLast();
+  tied->set_parameter_count(-1);
+  problem = Problem(*imported->parsed, Devices(2), config);
+  EXPECT_EQ(FieldOf(problem.status()), "config.tied[0].parameter_count") << problem.status();
+}
+
 TEST(TrainingChainTest, FlopsDivideByEachDevicesThroughput) {
   v1::Graph graph = Chain();
   for (int v = 2; v <= 4; ++v) graph.mutable_nodes(v)->set_flops(1e9 * v);
