@@ -17,26 +17,30 @@ saves. The plan's comparable figure is therefore
 TrainingPlan.devices[d].memory.activations ("the most saved activations
 held at once"), not `peak` (which adds model states and the backward's
 working set `transient`). With one stage per device and no recompute it is
-stage.saved_activation_bytes x stage.peak_in_flight, which the tests check.
+stage.saved_activation_bytes x stage.peak_in_flight, which the tests check
+(where no two nodes of a stage save one storage: see PlannerGapTest).
 The graph the plan is made for has no loss, so on the last stage the
 prediction is
     memory.activations + peak_in_flight x (bytes the loss saves per micro-batch),
 the second term measured here in-process on one micro-batch (the storages
 the loss saves that the last stage's own nodes do not already save) and
 reported separately, never folded into the tolerance. Every other stage is
-compared with the plan's figure alone, within 5%.
+compared with the plan's figure alone: within 5% in PredictedVsMeasuredTest,
+exactly in the tests of cuts between two savers of a value.
 
-A gap in the planner's model (reported in PlannerGapTest): the exporter
-charges a storage that several nodes save to the first of them only, which
-is right within one process. A cut separates them: the later stage
-receives its own copy of the value and saves that copy again (a ReLU saves
-its output and the next Linear saves the same tensor as its input), so
-that stage holds peak_in_flight x the value's bytes more than the plan
-predicts. The models of PredictedVsMeasuredTest save every storage at one
-node only (GELU saves its input, a Linear or conv its input, a residual add
-nothing), which the test checks, so there the plan's figure is exact; the
-Linear + ReLU model of DeepSpeed4477Test shows the gap, which its checks
-account for explicitly (re-saved bytes per stage, measured here).
+Values saved on both sides of a cut: the exporter charges a storage that
+several nodes save to the first of them (saved_activation_bytes) and lists
+it in every later saver's NodeTraining.resaved. A cut between two savers
+gives the later stage its own copy of the value, which it saves again (a
+ReLU saves its output and the next Linear saves the same tensor as its
+input), and the planner counts such a storage once on every stage holding
+any of its savers. The models of PredictedVsMeasuredTest save every storage
+at one node only (GELU saves its input, a Linear or conv its input, a
+residual add nothing), which the test checks; the Linear + ReLU models of
+DeepSpeed4477Test and PlannerGapTest have such cuts, and there the plan's
+figure (plus the loss's bytes on the last stage) is exactly what each stage
+held, the re-saved bytes measured here independently only to check the
+exporter's entries and that the case has them.
 
 Every run_pipeline call starts one process per stage and costs a few
 seconds on a loaded machine: seven runs in all, and no timing assertions.
@@ -215,13 +219,32 @@ class SavedStorages:
         """Per stage, bytes per micro-batch of storages its nodes save that a
         node of an earlier stage saves too: values crossing a cut (or model
         inputs every stage reads) that the exporter charges to the earlier
-        node only, but that the later stage holds a copy of."""
+        node and lists in the later ones' NodeTraining.resaved, and that the
+        later stage holds a copy of."""
         earlier, result = set(), []
         for stage in stages:
             keys = self._stage_keys(stage)
             result.append(sum(n for key, n in keys.items() if key in earlier))
             earlier |= set(keys)
         return result
+
+
+def exported_resaved_bytes(graph, stages):
+    """Per stage, the same figure as SavedStorages.resaved_bytes from the
+    exported graph alone: the bytes of the distinct storages listed in the
+    NodeTraining.resaved of the stage's nodes whose first saver is on an
+    earlier stage."""
+    stage_of = {name: s for s, stage in enumerate(stages) for name in stage}
+    nodes = {n.name: n for n in graph.nodes}
+    result = []
+    for s, stage in enumerate(stages):
+        storages = {}
+        for name in stage:
+            for r in nodes[name].training.resaved:
+                if stage_of.get(r.node, -1) < s:
+                    storages[(r.node, r.storage)] = r.bytes
+        result.append(sum(storages.values()))
+    return result
 
 
 def reference_grads(model, x, y, loss_fn):
@@ -256,6 +279,7 @@ class Case:
                                    chunks(y, micro_batches)[0], micro_batches)
         self.loss_bytes = self.saved.loss_bytes(self.stages[-1])
         self.resaved = self.saved.resaved_bytes(self.stages)
+        self.exported_resaved = exported_resaved_bytes(self.graph, self.stages)
         self.result = None
 
     def run(self):
@@ -267,26 +291,23 @@ class Case:
         """The plan's activations held at peak, per stage (= device)."""
         return [d.memory.activations for d in self.plan.devices]
 
-    def predicted(self, resaved=False):
+    def predicted(self):
         """The plan's activations held at peak plus, on the last stage, the
-        loss's saved bytes per micro-batch in flight (and, with `resaved`,
-        each stage's re-saved bytes per micro-batch in flight)."""
+        loss's saved bytes per micro-batch in flight."""
         out = []
         for s, (stage, held) in enumerate(zip(self.plan.stages, self.plan_activations())):
-            per = self.resaved[s] if resaved else 0
-            if s == len(self.plan.stages) - 1:
-                per += self.loss_bytes
+            per = self.loss_bytes if s == len(self.plan.stages) - 1 else 0
             out.append(held + stage.peak_in_flight * per)
         return out
 
     def measured(self):
         return [s.peak_saved_bytes for s in self.result.stages]
 
-    def table(self, resaved=False):
+    def table(self):
         rows = [f"{self.name} {self.schedule} P={len(self.stages)} B={self.micro_batches}: "
                 "stage nodes in_flight plan.saved plan.activations loss resaved predicted measured"]
         for s, (stage, measured, predicted) in enumerate(zip(
-                self.plan.stages, self.measured(), self.predicted(resaved))):
+                self.plan.stages, self.measured(), self.predicted())):
             loss = self.loss_bytes if s == len(self.stages) - 1 else 0
             rows.append(f"  {s} {stage.node_count} {stage.peak_in_flight} "
                         f"{stage.saved_activation_bytes} {self.plan_activations()[s]:.0f} {loss} "
@@ -357,10 +378,11 @@ class PredictedVsMeasuredTest(unittest.TestCase):
                                  stage.saved_activation_bytes * stage.peak_in_flight)
 
     def test_no_storage_is_saved_on_two_stages(self):
-        """These models save each storage at one node only, so the plan's
-        per-stage sums are what each process holds (see PlannerGapTest)."""
+        """These models save each storage at one node only (see
+        PlannerGapTest for a model that does not)."""
         for case in self.each_case():
             self.assertEqual(case.resaved, [0] * len(case.stages))
+            self.assertFalse(any(n.training.resaved for n in case.graph.nodes))
             self.assertGreater(case.loss_bytes, 0)
 
     def test_peak_saved_bytes_within_5_percent(self):
@@ -427,7 +449,7 @@ class DeepSpeed4477Test(unittest.TestCase):
         self.assertEqual(max(peaks), peaks[0], peaks)
         self.assertEqual([s.peak_in_flight for s in plan.stages], [4, 3, 2, 1])
         measured = self.balanced.measured()
-        self.assertEqual(max(measured), measured[0], self.balanced.table(resaved=True))
+        self.assertEqual(max(measured), measured[0], self.balanced.table())
 
     def test_capped_plan_moves_layers_off_stage_0(self):
         balanced, capped = self.balanced.plan, self.capped.plan
@@ -439,25 +461,31 @@ class DeepSpeed4477Test(unittest.TestCase):
 
     def test_capped_run_holds_less_on_stage_0(self):
         balanced, capped = self.balanced.measured()[0], self.capped.measured()[0]
-        self.assertLess(capped, balanced, "\n" + self.balanced.table(True) + "\n" +
-                        self.capped.table(True))
-        # Stage 0 receives nothing, so nothing is re-saved there: the plan's
-        # own figure.
+        self.assertLess(capped, balanced, "\n" + self.balanced.table() + "\n" +
+                        self.capped.table())
         for case in (self.balanced, self.capped):
-            self.assertEqual(case.resaved[0], 0)
-            self.assertLessEqual(abs(case.measured()[0] - case.predicted()[0]),
-                                 TOLERANCE * case.predicted()[0], case.table(True))
+            self.assertEqual(case.measured()[0], case.predicted()[0], case.table())
 
-    def test_every_stage_with_re_saved_cut_values_accounted(self):
-        """The measured peaks are the plan's plus, explicitly, the loss's and
-        the re-saved bytes per micro-batch in flight (see PlannerGapTest);
-        the ranking follows."""
+    def test_every_stage_matches_the_plan(self):
+        """Values cross the cuts and are saved on both sides (the ReLU's
+        output and the next stage's Linear), which the plan counts on both
+        stages: the measured peaks are the plan's plus the loss's bytes on
+        the last stage, exactly; the ranking follows."""
         for case in (self.balanced, self.capped):
-            table = case.table(resaved=True)
-            predicted = case.predicted(resaved=True)
-            for s, (want, got) in enumerate(zip(predicted, case.measured())):
-                self.assertLessEqual(abs(got - want), TOLERANCE * want, f"stage {s}\n{table}")
-            self.assertTrue(same_ranking(predicted, case.measured()), table)
+            table = case.table()
+            self.assertGreater(sum(case.resaved), 0, table)
+            self.assertEqual(case.exported_resaved, case.resaved, table)
+            self.assertEqual(case.measured(), case.predicted(), table)
+            # Each micro-batch's bytes: the device's activations per
+            # micro-batch in flight (see PlannerGapTest for the stages'
+            # saved_activation_bytes).
+            for s, (stage, held, run) in enumerate(zip(case.plan.stages, case.plan_activations(),
+                                                       case.result.stages)):
+                want = held // stage.peak_in_flight + (
+                    case.loss_bytes if s == len(case.stages) - 1 else 0)
+                self.assertEqual(run.saved_bytes_per_micro_batch,
+                                 [want] * case.micro_batches, f"stage {s}\n{table}")
+            self.assertTrue(same_ranking(case.predicted(), case.measured()), table)
 
     def test_with_model_states_priced(self):
         """Plans only: weights and gradients priced, a cap just below the
@@ -476,23 +504,16 @@ class DeepSpeed4477Test(unittest.TestCase):
 
 
 class PlannerGapTest(unittest.TestCase):
-    """A value saved on both sides of a cut.
+    """A value saved on both sides of a cut (once a gap in the planner's
+    model).
 
     Linear + ReLU blocks, P = 2, the cut pinned between relu_1 and
     layers_2. relu_1 saves its output r (ReLU's backward reads its result)
     and layers_2 saves its input, the same r: the exporter charges r to
-    relu_1 only (layers_2 gets 0 bytes), and the plan's stage 1 sums to one
-    micro-batch's r less than stage 1 holds, which saves its own received
-    copy of r. Stage 1 holds peak_in_flight x r's bytes more than predicted.
-
-    The fix is in the planner (planner/training: a stage's saved bytes plus
-    the crossing values its nodes save again), which needs to know per node
-    which of its inputs it saves (not in NodeTraining today); the exporter's
-    per-node figure cannot say it. Until then the plain comparison fails and
-    is marked expectedFailure; the explicit accounting passes. Once the
-    planner counts it, test_plan_predicts_stage_1 succeeds unexpectedly
-    (run.py counts that as a failure) and test_gap_is_the_re_saved_value
-    fails: drop the marker and the gap's checks then.
+    relu_1 (layers_2's saved_activation_bytes is 0) and lists it in
+    layers_2's NodeTraining.resaved (relu_1, storage 0, r's bytes). Stage 1
+    saves its own received copy of r, and the plan counts r on both stages,
+    so the plan predicts what each stage holds exactly.
     """
 
     P, B, MICRO_BATCH, WIDTH = 2, 4, 8, 32
@@ -513,21 +534,45 @@ class PlannerGapTest(unittest.TestCase):
         r = self.MICRO_BATCH * self.WIDTH * 8
         self.assertEqual(self.case.resaved, [0, r])
 
-    def test_gap_is_the_re_saved_value(self):
-        case = self.case
-        plain, accounted = case.predicted(), case.predicted(resaved=True)
-        measured = case.measured()
-        self.assertEqual(measured[0], plain[0], case.table(True))
+    def test_exporter_lists_the_re_saved_value(self):
+        nodes = {n.name: n for n in self.case.graph.nodes}
         r = self.MICRO_BATCH * self.WIDTH * 8
-        self.assertEqual(measured[1] - plain[1], case.plan.stages[1].peak_in_flight * r,
-                         case.table(True))
-        self.assertEqual(measured, accounted, case.table(True))
+        self.assertEqual(nodes["layers_2"].training.saved_activation_bytes, 0)
+        self.assertEqual([(e.node, e.storage, e.bytes) for e in nodes["layers_2"].training.resaved],
+                         [("relu_1", 0, r)])
+        self.assertEqual(self.case.exported_resaved, [0, r])
 
-    @unittest.expectedFailure
+    def test_stage_1_counts_the_re_saved_value(self):
+        """Stage 1's activations: its nodes' own saved bytes plus r, per
+        micro-batch in flight."""
+        case = self.case
+        nodes = {n.name: n for n in case.graph.nodes}
+        r = self.MICRO_BATCH * self.WIDTH * 8
+        own = sum(nodes[name].training.saved_activation_bytes for name in case.stages[1])
+        self.assertEqual(case.plan_activations()[1],
+                         (own + r) * case.plan.stages[1].peak_in_flight, case.table())
+
     def test_plan_predicts_stage_1(self):
         case = self.case
-        want, got = case.predicted()[1], case.measured()[1]
-        self.assertLessEqual(abs(got - want), TOLERANCE * want, case.table())
+        self.assertEqual(case.measured(), case.predicted(), case.table())
+
+    @unittest.expectedFailure
+    def test_stage_saved_bytes_count_a_shared_storage_once(self):
+        """TrainingStage.saved_activation_bytes ("saved activation bytes of
+        one micro-batch") against memory.activations / peak_in_flight.
+
+        Fails today: planner/wire/training_plan_response.cc sums the items'
+        saved bytes, each re-saver counting its re-saved storages, without
+        taking back the pairs of savers inside the stage as the stage search
+        (SharedSaveSums::Within) and memory.activations do: stage 0 reports
+        8192 for the 6144 it holds (relu_0's output counted at relu_0 and at
+        layers_1), stage 1 likewise (relu_2's output at relu_2 and
+        layers_3). The plan itself and its peaks are right. Drop the marker
+        once the report subtracts them."""
+        case = self.case
+        for s, stage in enumerate(case.plan.stages):
+            self.assertEqual(stage.saved_activation_bytes * stage.peak_in_flight,
+                             case.plan_activations()[s], f"stage {s}\n{case.table()}")
 
 
 if __name__ == "__main__":
