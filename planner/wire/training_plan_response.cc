@@ -136,16 +136,14 @@ absl::Status TrainingPlanResponseFromPlan(const CompactGraph& graph, const Devic
     if (static_cast<size_t>(k) < plan.timeline.peak_in_flight.size()) {
       stage->set_peak_in_flight(plan.timeline.peak_in_flight[k]);
     }
-    int64_t parameters = 0;
-    int64_t saved = 0;
     for (int i = begin; i < end; ++i) {
       PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(i));
-      parameters += chain.items[i].parameters;
-      saved += chain.items[i].saved_activation_bytes;
       out->add_stage_by_item(k);
     }
-    stage->set_parameters(parameters);
-    stage->set_saved_activation_bytes(saved);
+    // The search's own figures: a storage two of the stage's nodes save
+    // counts once, and tied parameters once per stage.
+    stage->set_parameters(plan.footprints[k].parameters);
+    stage->set_saved_activation_bytes(plan.footprints[k].saved_activation_bytes);
   }
 
   double idle = 0;

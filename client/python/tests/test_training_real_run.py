@@ -556,19 +556,10 @@ class PlannerGapTest(unittest.TestCase):
         case = self.case
         self.assertEqual(case.measured(), case.predicted(), case.table())
 
-    @unittest.expectedFailure
     def test_stage_saved_bytes_count_a_shared_storage_once(self):
         """TrainingStage.saved_activation_bytes ("saved activation bytes of
-        one micro-batch") against memory.activations / peak_in_flight.
-
-        Fails today: planner/wire/training_plan_response.cc sums the items'
-        saved bytes, each re-saver counting its re-saved storages, without
-        taking back the pairs of savers inside the stage as the stage search
-        (SharedSaveSums::Within) and memory.activations do: stage 0 reports
-        8192 for the 6144 it holds (relu_0's output counted at relu_0 and at
-        layers_1), stage 1 likewise (relu_2's output at relu_2 and
-        layers_3). The plan itself and its peaks are right. Drop the marker
-        once the report subtracts them."""
+        one micro-batch") against memory.activations / peak_in_flight: a
+        storage two of the stage's nodes save counts once."""
         case = self.case
         for s, stage in enumerate(case.plan.stages):
             self.assertEqual(stage.saved_activation_bytes * stage.peak_in_flight,
