@@ -23,7 +23,7 @@ ops not listed (the field is then unset).
 
 import math
 import operator
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -118,7 +118,10 @@ def _conv_flops(out_elems: int, in_elems: int, weight_shape, transposed: bool, b
     return 2.0 * macs + (out_elems if bias else 0)
 
 
-def _mha_flops(module: nn.MultiheadAttention, node: Node) -> Optional[float]:
+def mha_flop_parts(module: nn.MultiheadAttention,
+                   node: Node) -> Optional[Tuple[float, float, float]]:
+    """(projections, attention matmuls, softmax) FLOPs of an
+    nn.MultiheadAttention call, or None when its shapes are unknown."""
     query, key = _meta(_arg(node, 0, "query")), _meta(_arg(node, 1, "key"))
     if query is None or key is None:
         return None
@@ -130,8 +133,14 @@ def _mha_flops(module: nn.MultiheadAttention, node: Node) -> Optional[float]:
         batch = 1
     lq, lk = tokens_q // max(batch, 1), tokens_k // max(batch, 1)
     projections = 2.0 * tokens_q * e * e + 2.0 * 2 * tokens_k * e * e + 2.0 * tokens_q * e * e
-    attention = 2.0 * 2 * batch * lq * lk * e + 3.0 * batch * module.num_heads * lq * lk
-    return projections + attention
+    matmuls = 2.0 * 2 * batch * lq * lk * e
+    softmax = 3.0 * batch * module.num_heads * lq * lk
+    return projections, matmuls, softmax
+
+
+def _mha_flops(module: nn.MultiheadAttention, node: Node) -> Optional[float]:
+    parts = mha_flop_parts(module, node)
+    return None if parts is None else parts[0] + (parts[1] + parts[2])
 
 
 def module_flops(module: nn.Module, node: Node, out_elems: int) -> Optional[float]:

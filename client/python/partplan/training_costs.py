@@ -276,19 +276,8 @@ def _matmul_operands(node: Node) -> Optional[List[Any]]:
 
 def _mha_parts(module: nn.MultiheadAttention, node: Node) -> Optional[Tuple[float, float]]:
     """(projections, attention matmuls) of flops.py's nn.MultiheadAttention count."""
-    query, key = flops_mod._meta(flops_mod._arg(node, 0, "query")), flops_mod._meta(flops_mod._arg(node, 1, "key"))
-    if query is None or key is None:
-        return None
-    e = module.embed_dim
-    tokens_q, tokens_k = flops_mod._numel(query.shape) // e, flops_mod._numel(key.shape) // e
-    if len(query.shape) == 3:
-        batch = query.shape[0] if module.batch_first else query.shape[1]
-    else:
-        batch = 1
-    lq, lk = tokens_q // max(batch, 1), tokens_k // max(batch, 1)
-    projections = 2.0 * tokens_q * e * e + 2.0 * 2 * tokens_k * e * e + 2.0 * tokens_q * e * e
-    attention = 2.0 * 2 * batch * lq * lk * e
-    return projections, attention
+    parts = flops_mod.mha_flop_parts(module, node)
+    return None if parts is None else (parts[0], parts[1])
 
 
 def _has_trainable_attr(gm: torch.fx.GraphModule, node: Node) -> bool:

@@ -43,10 +43,12 @@ bool PinsHold(const TrainingChain& chain, const std::vector<int>& cuts) {
 }
 
 // Every way to cut, every recompute choice the policy allows.
-Best Exhaustive(const Instance& instance) {
+// Calls `each` with the plan of every way to cut that meets the pins and
+// every recompute choice the policy allows, fitting or not.
+template <typename Each>
+void ForEveryPlan(const Instance& instance, Each each) {
   const int stages = instance.options.schedule.stages();
   const int n = static_cast<int>(instance.chain.items.size());
-  Best best;
   std::vector<int> cuts(stages + 1, 0);
   cuts[stages] = n;
   const auto each_cut = [&](auto&& self, int k) -> void {
@@ -62,18 +64,8 @@ Best Exhaustive(const Instance& instance) {
         const absl::StatusOr<TrainingStagePlan> plan =
             EvaluateTrainingStages(instance.options, instance.chain, instance.devices, cuts,
                                    recompute, NoDeadline());
-        EXPECT_TRUE(plan.ok()) << plan.status();
-        if (!plan.ok()) return;
-        bool fits = true;
-        for (size_t d = 0; d < instance.devices.size(); ++d) {
-          fits = fits && plan->memory[d].peak_bytes <= instance.devices[d].memory_bytes;
-        }
-        if (!fits) continue;
-        // Test instances are integers and powers of two: ties are exact.
-        if (!best.found || plan->step_seconds < best.step ||
-            (plan->step_seconds == best.step && plan->crossing_bytes < best.bytes)) {
-          best = {true, plan->step_seconds, plan->crossing_bytes};
-        }
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        each(*plan);
       }
       return;
     }
@@ -83,6 +75,20 @@ Best Exhaustive(const Instance& instance) {
     }
   };
   each_cut(each_cut, 1);
+}
+
+Best Exhaustive(const Instance& instance) {
+  Best best;
+  ForEveryPlan(instance, [&](const TrainingStagePlan& plan) {
+    for (size_t d = 0; d < instance.devices.size(); ++d) {
+      if (plan.memory[d].peak_bytes > instance.devices[d].memory_bytes) return;
+    }
+    // Test instances are integers and powers of two: ties are exact.
+    if (!best.found || plan.step_seconds < best.step ||
+        (plan.step_seconds == best.step && plan.crossing_bytes < best.bytes)) {
+      best = {true, plan.step_seconds, plan.crossing_bytes};
+    }
+  });
   return best;
 }
 
@@ -382,36 +388,14 @@ TEST(StageSearchTest, ShortfallIsTheLeastOverEveryCut) {
     if (plan.ok()) continue;
     ASSERT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition) << plan.status();
     // Every cut and choice: the least over plans of the largest shortfall.
-    const int stages = instance.options.schedule.stages();
-    const int n = static_cast<int>(instance.chain.items.size());
     double least = kInfinity;
-    std::vector<int> cuts(stages + 1, 0);
-    cuts[stages] = n;
-    const auto each_cut = [&](auto&& self, int k) -> void {
-      if (k == stages) {
-        if (!CutsMeetPins(instance.chain, stages, cuts)) return;
-        for (int mask = 0; mask < (1 << stages); ++mask) {
-          std::vector<bool> recompute(stages);
-          for (int s = 0; s < stages; ++s) recompute[s] = (mask >> s) & 1;
-          const RecomputeChoice policy = instance.options.recompute;
-          if (policy == RecomputeChoice::kNever && mask != 0) continue;
-          if (policy == RecomputeChoice::kAlways && mask != (1 << stages) - 1) continue;
-          const absl::StatusOr<TrainingStagePlan> each = EvaluateTrainingStages(
-              instance.options, instance.chain, instance.devices, cuts, recompute, NoDeadline());
-          double most = -kInfinity;
-          for (size_t d = 0; d < instance.devices.size(); ++d) {
-            most = std::max(most, each->memory[d].peak_bytes - instance.devices[d].memory_bytes);
-          }
-          least = std::min(least, most);
-        }
-        return;
+    ForEveryPlan(instance, [&](const TrainingStagePlan& each) {
+      double most = -kInfinity;
+      for (size_t d = 0; d < instance.devices.size(); ++d) {
+        most = std::max(most, each.memory[d].peak_bytes - instance.devices[d].memory_bytes);
       }
-      for (int c = cuts[k - 1] + 1; c <= n - (stages - k); ++c) {
-        cuts[k] = c;
-        self(self, k + 1);
-      }
-    };
-    each_cut(each_cut, 1);
+      least = std::min(least, most);
+    });
     if (std::isinf(least)) {
       EXPECT_NE(plan.status().message().find("pins"), std::string::npos) << plan.status();
       continue;
