@@ -215,6 +215,12 @@ def measure_saved_activations(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -
             "measuring saved activations needs parameters or example inputs that require grad "
             "(autograd saves nothing otherwise)")
     recorder = _SavedTensorsRecorder(gm, model_state_keys(gm))
+    # An input that is a view (batch[:2]) would count its whole storage
+    # where an op saves it; a micro-batch of a real step is its own tensor.
+    inputs = torch.fx.node.map_aggregate(
+        tuple(inputs),
+        lambda a: a.detach().clone().requires_grad_(a.requires_grad)
+        if isinstance(a, torch.Tensor) and a._base is not None else a)
     try:
         with torch.enable_grad():
             recorder.run(*inputs)

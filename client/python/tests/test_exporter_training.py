@@ -262,6 +262,17 @@ class ResavedStorageTest(unittest.TestCase):
         self.assertEqual(resaved_by_node(graph), {"fc2": [("relu", 0, r_bytes)]})
         self.check_whole_forward(model, (x,), graph)
 
+    def test_an_input_view_counts_as_its_own_tensor(self):
+        # A micro-batch sliced from the batch: measured as the micro-batch
+        # of a real step is, its own storage, not the whole batch's.
+        torch.manual_seed(0)
+        model = ReluThenLinear()
+        batch = torch.randn(20, 16)
+        from_view = saved_by_node(partplan.export(model, (batch[:5],), training=True))
+        from_copy = saved_by_node(partplan.export(model, (batch[:5].clone(),), training=True))
+        self.assertEqual(from_view, from_copy)
+        self.assertEqual(from_view["fc1"], 5 * 16 * 4)
+
     def test_storage_saved_by_three_nodes(self):
         class M(nn.Module):
             def forward(self, x):
