@@ -37,10 +37,13 @@ bool Better(double step, int64_t bytes, const Candidate& than) {
 // Range maximum in O(1) after O(n log n) set-up.
 class RangeMax {
  public:
-  explicit RangeMax(std::vector<int64_t> values) {
+  // Polls `token` per level; its status goes to `*status` when it fires.
+  RangeMax(std::vector<int64_t> values, const CancellationToken& token, absl::Status* status) {
     const size_t n = values.size();
     levels_.push_back(std::move(values));
     for (size_t width = 2; width <= n; width *= 2) {
+      *status = token.Check();
+      if (!status->ok()) return;
       const std::vector<int64_t>& below = levels_.back();
       std::vector<int64_t> level(n - width + 1);
       for (size_t i = 0; i < level.size(); ++i) {
@@ -77,17 +80,19 @@ std::vector<bool> RecomputeChoices(RecomputeChoice choice) {
 // for memory (O(v B), a walk over the device's ops).
 class StageTable {
  public:
+  // Check status() before use: the token's when it fired while building.
   StageTable(const StageSearchOptions& options, const TrainingChain& chain,
-             const std::vector<TrainingDevice>& devices)
+             const std::vector<TrainingDevice>& devices, const CancellationToken& token)
       : options_(options),
         chain_(chain),
         devices_(devices),
         n_(static_cast<int>(chain.items.size())),
         stages_(options.schedule.stages()),
         order_(ScheduleOrder(options.schedule)),
-        transient_(Transients(chain)),
+        transient_(Transients(chain, token, &status_)),
         shared_(static_cast<int>(chain.items.size()), chain.shared_saves),
         split_weight_(options.schedule.schedule == PipelineSchedule::kZeroBubbleH1) {
+    if (!status_.ok()) return;
     per_parameter_ = options.memory.BytesPerParameter();
     for (int d = 0; d < options.schedule.devices; ++d) {
       in_flight_.push_back(InFlightOf(options.schedule, order_[d], options.memory));
@@ -98,6 +103,8 @@ class StageTable {
     saved_.assign(n_ + 1, 0);
     parameters_.assign(n_ + 1, 0);
     for (int i = 0; i < n_; ++i) {
+      status_ = token.CheckEvery(i);
+      if (!status_.ok()) return;
       const TrainingItem& item = chain.items[i];
       forward_[i + 1] = forward_[i] + item.forward;
       input_[i + 1] = input_[i] + item.backward_input;
@@ -136,6 +143,7 @@ class StageTable {
     }
   }
 
+  const absl::Status& status() const { return status_; }
   int items() const { return n_; }
   bool one_chunk() const { return options_.schedule.chunks_per_device == 1; }
   // Prefix sums of the items' work before item x.
@@ -293,13 +301,15 @@ class StageTable {
     return first != group.items.end() && *first < end;
   }
 
-  static RangeMax Transients(const TrainingChain& chain) {
+  static RangeMax Transients(const TrainingChain& chain, const CancellationToken& token,
+                             absl::Status* status) {
     std::vector<int64_t> values;
     values.reserve(chain.items.size());
     for (const TrainingItem& item : chain.items) values.push_back(item.transient_bytes);
-    return RangeMax(std::move(values));
+    return RangeMax(std::move(values), token, status);
   }
 
+  absl::Status status_;  // first: the members built after it report to it
   const StageSearchOptions& options_;
   const TrainingChain& chain_;
   const std::vector<TrainingDevice>& devices_;
@@ -1252,7 +1262,8 @@ absl::StatusOr<TrainingStagePlan> EvaluateTrainingStages(
   if (static_cast<int>(recompute.size()) != stages) {
     return InvalidFieldError("recompute", absl::StrCat("expected ", stages, " entries"));
   }
-  const StageTable table(options, chain, devices);
+  const StageTable table(options, chain, devices, token);
+  PARTPLAN_RETURN_IF_ERROR(table.status());
   TrainingStagePlan plan;
   plan.cuts = cuts;
   plan.recompute = recompute;
@@ -1290,7 +1301,8 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
                                                      const std::vector<TrainingDevice>& devices,
                                                      const CancellationToken& token) {
   PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup(chain, devices));
-  const StageTable table(options, chain, devices);
+  const StageTable table(options, chain, devices, token);
+  PARTPLAN_RETURN_IF_ERROR(table.status());
   SuffixBound suffix;
   if (table.one_chunk()) {
     PARTPLAN_ASSIGN_OR_RETURN(suffix, SuffixBound::Compute(options, table, token));
@@ -1318,12 +1330,23 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
     const std::vector<int> cuts = GreedyCuts(options, table, devices, high, &recompute);
     PARTPLAN_RETURN_IF_ERROR(search.Offer(cuts, recompute));
   }
+  if (!std::isfinite(search.best().step) && table.one_chunk()) {
+    // Tight memory or pins can defeat both seeds; a plan that fits, if any
+    // does, comes from the reachability the no-plan message uses.
+    std::vector<int> cuts;
+    std::vector<bool> recompute;
+    PARTPLAN_ASSIGN_OR_RETURN(
+        const bool fits, FitsWithAllowance(options, table, devices, 0, token, &cuts, &recompute));
+    if (fits) PARTPLAN_RETURN_IF_ERROR(search.Offer(cuts, recompute));
+  }
   if (std::isfinite(search.best().step)) {
     PARTPLAN_RETURN_IF_ERROR(ImproveByMoves(table, token, &search));
   }
   if (options.max_search_nodes > 0) PARTPLAN_RETURN_IF_ERROR(search.Run());
   if (!std::isfinite(search.best().step)) {
-    if (search.exhausted() || options.max_search_nodes == 0) {
+    // With one chunk per device the reachability above has proved that
+    // nothing fits; with several, only a finished search proves it.
+    if (!table.one_chunk() && (search.exhausted() || options.max_search_nodes == 0)) {
       return absl::FailedPreconditionError(
           absl::StrCat("no plan that fits the devices' memory was found within ",
                        options.max_search_nodes, " search nodes (max_search_nodes)"));
