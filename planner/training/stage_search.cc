@@ -1108,7 +1108,9 @@ absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
     }
   }
   return absl::FailedPreconditionError(absl::StrCat(
-      "no plan fits the devices' memory (the search tried every cut); ", how, ", device ", worst,
+      "no plan fits the devices' memory (the search tried every cut); ", how, ", device ",
+      devices[worst].name.empty() ? absl::StrCat(worst)
+                                  : absl::StrCat("'", devices[worst].name, "' (", worst, ")"),
       " needs ", static_cast<int64_t>(std::ceil(worst_peak)), " bytes, ",
       static_cast<int64_t>(std::ceil(std::max(0.0, worst_short))), " more than its ",
       static_cast<int64_t>(devices[worst].memory_bytes)));

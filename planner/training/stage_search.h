@@ -46,6 +46,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -102,6 +103,7 @@ struct TrainingChain {
 };
 
 struct TrainingDevice {
+  std::string name;  // for messages; empty: its index
   double speed = 1;  // work per second
   double memory_bytes = std::numeric_limits<double>::infinity();
   // Bytes per second to the next device in pipeline order (device d to

@@ -188,6 +188,7 @@ std::vector<TrainingDevice> TrainingDevicesFrom(const DeviceList& devices) {
   const int p = devices.size();
   std::vector<TrainingDevice> result(p);
   for (int d = 0; d < p; ++d) {
+    result[d].name = devices[d].name;
     result[d].memory_bytes = static_cast<double>(devices[d].available_memory_bytes);
     const int next = (d + 1) % p;
     const double rate =

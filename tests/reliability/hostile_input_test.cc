@@ -1222,13 +1222,13 @@ std::vector<HostileCase> Cases() {
                     r.mutable_devices()->mutable_devices(2)->set_available_memory_bytes(0);
                   },
                   "devices.devices[2].available_memory_bytes"));
-  // One byte: no stage fits on gpu2, and the answer says so (by its place
-  // in the pipeline, which is its index in the inventory).
+  // One byte: no stage fits on gpu2, and the answer says so, by its name
+  // and its place in the pipeline.
   add(TrainingRow("TrainingDeviceTooSmallForAnyStage",
                   [](v1::PlanTrainingRequest& r) {
                     r.mutable_devices()->mutable_devices(2)->set_available_memory_bytes(1);
                   },
-                  "", StatusCode::FAILED_PRECONDITION, "device 2 needs"));
+                  "", StatusCode::FAILED_PRECONDITION, "device 'gpu2' (2) needs"));
   // Every device 64 MiB: fc1..fc8's model states (4M parameters x 16
   // bytes each) fit nowhere, whatever the cuts.
   add(TrainingRow("TrainingModelStatesFitNowhere",
