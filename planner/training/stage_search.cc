@@ -1245,13 +1245,39 @@ bool CutsMeetPins(const TrainingChain& chain, int stages, const std::vector<int>
   return true;
 }
 
-absl::StatusOr<TrainingStagePlan> EvaluateTrainingStages(
+class TrainingStagesEvaluator::Tables {
+ public:
+  Tables(const StageSearchOptions& options, const TrainingChain& chain,
+         const std::vector<TrainingDevice>& devices, const CancellationToken& token)
+      : table(options, chain, devices, token) {}
+  StageTable table;
+};
+
+TrainingStagesEvaluator::TrainingStagesEvaluator(const StageSearchOptions& options,
+                                                 const TrainingChain& chain,
+                                                 const std::vector<TrainingDevice>& devices)
+    : options_(options), chain_(chain) {}
+
+TrainingStagesEvaluator::~TrainingStagesEvaluator() = default;
+
+absl::StatusOr<std::unique_ptr<TrainingStagesEvaluator>> TrainingStagesEvaluator::Create(
     const StageSearchOptions& options, const TrainingChain& chain,
-    const std::vector<TrainingDevice>& devices, const std::vector<int>& cuts,
-    const std::vector<bool>& recompute, const CancellationToken& token) {
+    const std::vector<TrainingDevice>& devices, const CancellationToken& token) {
   PARTPLAN_RETURN_IF_ERROR(options.CheckAndSetup(chain, devices));
+  std::unique_ptr<TrainingStagesEvaluator> evaluator(
+      new TrainingStagesEvaluator(options, chain, devices));
+  evaluator->tables_ = std::make_unique<Tables>(options, chain, devices, token);
+  PARTPLAN_RETURN_IF_ERROR(evaluator->tables_->table.status());
+  return evaluator;
+}
+
+absl::StatusOr<TrainingStagePlan> TrainingStagesEvaluator::Evaluate(
+    const std::vector<int>& cuts, const std::vector<bool>& recompute,
+    const CancellationToken& token) const {
+  const StageSearchOptions& options = options_;
+  const StageTable& table = tables_->table;
   const int stages = options.schedule.stages();
-  const int n = static_cast<int>(chain.items.size());
+  const int n = static_cast<int>(chain_.items.size());
   if (static_cast<int>(cuts.size()) != stages + 1 || cuts.front() != 0 || cuts.back() != n) {
     return InvalidFieldError("cuts",
                              absl::StrCat("expected ", stages + 1, " cuts from 0 to ", n));
@@ -1264,8 +1290,6 @@ absl::StatusOr<TrainingStagePlan> EvaluateTrainingStages(
   if (static_cast<int>(recompute.size()) != stages) {
     return InvalidFieldError("recompute", absl::StrCat("expected ", stages, " entries"));
   }
-  const StageTable table(options, chain, devices, token);
-  PARTPLAN_RETURN_IF_ERROR(table.status());
   TrainingStagePlan plan;
   plan.cuts = cuts;
   plan.recompute = recompute;
@@ -1280,7 +1304,7 @@ absl::StatusOr<TrainingStagePlan> EvaluateTrainingStages(
     if (table.split_weight()) plan.costs.weight[k] = weight;
     if (k + 1 < stages) {
       plan.costs.transfer[k] = table.Transfer(k, cuts[k + 1]);
-      plan.crossing_bytes += chain.live_bytes[cuts[k + 1]];
+      plan.crossing_bytes += chain_.live_bytes[cuts[k + 1]];
     }
     plan.footprints.push_back(table.Footprint(cuts[k], cuts[k + 1], recompute[k]));
   }
@@ -1296,6 +1320,15 @@ absl::StatusOr<TrainingStagePlan> EvaluateTrainingStages(
                                               &plan.tied_allreduce_seconds);
   plan.lower_bound = plan.step_seconds;
   return plan;
+}
+
+absl::StatusOr<TrainingStagePlan> EvaluateTrainingStages(
+    const StageSearchOptions& options, const TrainingChain& chain,
+    const std::vector<TrainingDevice>& devices, const std::vector<int>& cuts,
+    const std::vector<bool>& recompute, const CancellationToken& token) {
+  PARTPLAN_ASSIGN_OR_RETURN(const std::unique_ptr<TrainingStagesEvaluator> evaluator,
+                            TrainingStagesEvaluator::Create(options, chain, devices, token));
+  return evaluator->Evaluate(cuts, recompute, token);
 }
 
 absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& options,

@@ -46,6 +46,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -163,9 +164,41 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
 // each same_stage group of tied items in one stage.
 bool CutsMeetPins(const TrainingChain& chain, int stages, const std::vector<int>& cuts);
 
-// The plan's costs, footprints, timeline and memory for given cuts and
-// recompute choices (the planner's own evaluation, for reports and tests;
-// the cuts need not meet the pins).
+// Evaluates many cuts of one problem, its tables (prefix sums, range
+// maxima, the schedule's order) built once: what a report's what-ifs need.
+//
+//   PARTPLAN_ASSIGN_OR_RETURN(auto evaluator,
+//       TrainingStagesEvaluator::Create(options, chain, devices, token));
+//   PARTPLAN_ASSIGN_OR_RETURN(TrainingStagePlan moved,
+//       evaluator->Evaluate(cuts, recompute, token));   // O(P v B)
+//
+// The options, chain and devices must outlive the evaluator.
+class TrainingStagesEvaluator {
+ public:
+  // INVALID_ARGUMENT from CheckAndSetup; the token's status.
+  static absl::StatusOr<std::unique_ptr<TrainingStagesEvaluator>> Create(
+      const StageSearchOptions& options, const TrainingChain& chain,
+      const std::vector<TrainingDevice>& devices, const CancellationToken& token);
+  ~TrainingStagesEvaluator();
+
+  // The plan's costs, footprints, timeline and memory for given cuts and
+  // recompute choices (the planner's own evaluation; the cuts need not meet
+  // the pins). INVALID_ARGUMENT naming `cuts` or `recompute` when they are
+  // not P v + 1 ascending cuts from 0 to n and P v choices.
+  absl::StatusOr<TrainingStagePlan> Evaluate(const std::vector<int>& cuts,
+                                             const std::vector<bool>& recompute,
+                                             const CancellationToken& token) const;
+
+ private:
+  class Tables;
+  TrainingStagesEvaluator(const StageSearchOptions& options, const TrainingChain& chain,
+                          const std::vector<TrainingDevice>& devices);
+  const StageSearchOptions& options_;
+  const TrainingChain& chain_;
+  std::unique_ptr<Tables> tables_;
+};
+
+// One evaluation (TrainingStagesEvaluator's, the tables built for it).
 absl::StatusOr<TrainingStagePlan> EvaluateTrainingStages(
     const StageSearchOptions& options, const TrainingChain& chain,
     const std::vector<TrainingDevice>& devices, const std::vector<int>& cuts,

@@ -81,13 +81,11 @@ inline constexpr int64_t kMaxTrainingStageMicroBatches = int64_t{1} << 20;
 // has the ops that start first written, and `timeline_truncated` set; the
 // step's figures are the whole step's all the same.
 inline constexpr int64_t kMaxTimelineOps = 65536;
-// Work of the cut reports' moves: each move evaluates the plan afresh,
-// O(n) for the stages' costs and O(P v B) for the simulation, so all of them
-// take 2 (P v - 1) (n + ops of the step). Above this bound the cuts are
-// listed without their moves and `cut_moves_omitted` is set. At the bound,
-// the moves take about as long as the search at its default effort: 10^5
-// nodes on 64 devices with B = 128 (14.7M) take 8 s in a debug build (the
-// O(n) part, EvaluateTrainingStages' checks and tables, dominates).
+// Work of the cut reports' moves: each move evaluates the plan with tables
+// built once (TrainingStagesEvaluator), O(P v) for the stages' costs and
+// O(P v B) for the simulation, so all of them take 2 (P v - 1) (P v + ops of
+// the step). Above this bound the cuts are listed without their moves and
+// `cut_moves_omitted` is set.
 inline constexpr int64_t kMaxCutMoveWork = int64_t{1} << 24;
 
 // A TrainingConfig validated: the search's options and what only the

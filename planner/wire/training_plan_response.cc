@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <queue>
 #include <string>
 #include <utility>
@@ -31,8 +32,9 @@ double At(const std::vector<double>& values, size_t i) {
 }
 
 // The plan with inner cut `k` at item `at` instead, evaluated.
-absl::Status WriteMove(const TrainingProblem& problem, const TrainingStagePlan& plan, int k,
-                       int at, const CancellationToken& token, v1::CutMove* move) {
+absl::Status WriteMove(const TrainingProblem& problem, const TrainingStagesEvaluator& evaluator,
+                       const TrainingStagePlan& plan, int k, int at,
+                       const CancellationToken& token, v1::CutMove* move) {
   std::vector<int> cuts = plan.cuts;
   // Neither stage beside the cut may end up empty.
   if (at <= cuts[k - 1] || at >= cuts[k + 1]) {
@@ -44,10 +46,8 @@ absl::Status WriteMove(const TrainingProblem& problem, const TrainingStagePlan& 
     move->set_possible(false);
     return absl::OkStatus();
   }
-  PARTPLAN_ASSIGN_OR_RETURN(
-      const TrainingStagePlan moved,
-      EvaluateTrainingStages(problem.options.search, problem.chain, problem.devices, cuts,
-                             plan.recompute, token));
+  PARTPLAN_ASSIGN_OR_RETURN(const TrainingStagePlan moved,
+                            evaluator.Evaluate(cuts, plan.recompute, token));
   const ScheduleOptions& schedule = problem.options.search.schedule;
   const int before = schedule.DeviceOf(k - 1);
   const int after = schedule.DeviceOf(k);
@@ -193,10 +193,16 @@ absl::Status TrainingPlanResponseFromPlan(const CompactGraph& graph, const Devic
     }
   }
 
-  // Each move evaluates the plan afresh: O(n) for the stages' costs, then
-  // the step's ops simulated.
-  const bool moves = int64_t{2} * (stages - 1) * (n + step_ops) <= kMaxCutMoveWork;
+  // Each move evaluates the plan with the tables built once: the stages'
+  // costs, then the step's ops simulated.
+  const bool moves = int64_t{2} * (stages - 1) * (stages + step_ops) <= kMaxCutMoveWork;
   out->set_cut_moves_omitted(!moves);
+  std::unique_ptr<TrainingStagesEvaluator> evaluator;
+  if (moves && stages > 1) {
+    PARTPLAN_ASSIGN_OR_RETURN(evaluator,
+                              TrainingStagesEvaluator::Create(problem.options.search, problem.chain,
+                                                              problem.devices, token));
+  }
   for (int k = 1; k < stages; ++k) {
     PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(k));
     const int at = plan.cuts[k];
@@ -205,8 +211,10 @@ absl::Status TrainingPlanResponseFromPlan(const CompactGraph& graph, const Devic
     cut->set_crossing_bytes(chain.live_bytes[at]);
     if (!moves) continue;
     PARTPLAN_RETURN_IF_ERROR(token.Check());
-    PARTPLAN_RETURN_IF_ERROR(WriteMove(problem, plan, k, at - 1, token, cut->mutable_earlier()));
-    PARTPLAN_RETURN_IF_ERROR(WriteMove(problem, plan, k, at + 1, token, cut->mutable_later()));
+    PARTPLAN_RETURN_IF_ERROR(
+        WriteMove(problem, *evaluator, plan, k, at - 1, token, cut->mutable_earlier()));
+    PARTPLAN_RETURN_IF_ERROR(
+        WriteMove(problem, *evaluator, plan, k, at + 1, token, cut->mutable_later()));
   }
 
   out->set_crossing_bytes(plan.crossing_bytes);
