@@ -10,6 +10,9 @@
 #include "planner/training/device_memory.h"
 #include "planner/training/schedule.h"
 #include "planner/training/stage_search.h"
+#include "planner/api/entry_points.h"
+#include "planner/base/limits.h"
+#include "tests/planner/test_graphs.h"
 
 namespace partplan {
 namespace {
@@ -132,6 +135,48 @@ void BM_PlanTrainingStages(benchmark::State& state) {
       static_cast<double>(std::count(last.recompute.begin(), last.recompute.end(), true));
 }
 
+// The whole PlanTraining call as the server makes it (the graph imported,
+// the chain built, the search, the response with the timeline and every
+// cut's moves): a chain of `items` nodes with latencies and NodeTraining,
+// P devices of ample memory, 1F1B with B micro-batches.
+void BM_PlanTrainingRequest(benchmark::State& state) {
+  const int items = static_cast<int>(state.range(0));
+  const int devices = static_cast<int>(state.range(1));
+  TestGraph builder;
+  builder.Placeholder("x", 4096);
+  std::string previous = "x";
+  for (int i = 0; i < items; ++i) {
+    const std::string name = "n" + std::to_string(i);
+    builder.Op(name, {previous}, 8192 + 4096 * (i % 3), 4096);
+    v1::Node* node = builder.last();
+    node->set_parameter_count(1000 + 100 * (i % 10));
+    node->mutable_latency()->set_compute_latency_seconds(1e-4 * (1 + i % 10));
+    node->mutable_training()->set_backward_input_seconds(1e-4 * (1 + i % 10));
+    node->mutable_training()->set_backward_weight_seconds(1e-4 * (i % 2));
+    node->mutable_training()->set_saved_activation_bytes(4096 + 1024 * (i % 3));
+    previous = name;
+  }
+  builder.Output({previous});
+  v1::PlanTrainingRequest request;
+  *request.mutable_graph() = builder.Build();
+  *request.mutable_devices() = TestDevices(std::vector<int64_t>(devices, int64_t{1} << 40));
+  request.mutable_devices()->set_transfer_rate_bytes_per_second(1e9);
+  request.mutable_config()->set_schedule(v1::ONE_F_ONE_B);
+  request.mutable_config()->set_micro_batches(static_cast<int>(state.range(2)));
+  const CancellationToken token;
+  v1::PlanTrainingResponse last;
+  for (auto _ : state) {
+    absl::StatusOr<v1::PlanTrainingResponse> response = PlanTraining(request, InputLimits(), token);
+    if (!response.ok()) {
+      state.SkipWithError(std::string(response.status().message()).c_str());
+      return;
+    }
+    last = *std::move(response);
+  }
+  state.counters["proven"] = last.plan().proven_optimal();
+  state.counters["cut_moves"] = !last.plan().cut_moves_omitted();
+}
+
 void Sizes(benchmark::internal::Benchmark* benchmark) {
   benchmark->Args({16, 64})->Args({64, 256})->Args({64, 1024})->Unit(benchmark::kMicrosecond);
 }
@@ -153,6 +198,13 @@ BENCHMARK(BM_PlanTrainingStages)
     ->Args({10000, 16, 32, kGpipe, 0})
     ->Args({10000, 16, 32, kZeroBubble, 0})
     ->Args({100000, 64, 128, k1F1B, 0})->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK(BM_PlanTrainingRequest)
+    ->ArgNames({"items", "P", "B"})
+    ->Args({10000, 16, 32})
+    ->Args({100000, 64, 128})
+    ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
