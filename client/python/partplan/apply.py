@@ -84,7 +84,9 @@ def apply_plan(
       itself, which is then traced again (with the same leaf_modules as for
       export) and must give the same node names.
     response: a PartitionGraph/Plan/SplitGraph/ShardGraph response, a
-      PartitionPlan, NodePartitions or a {node: partition} dict.
+      PartitionPlan, NodePartitions or a {node: partition} dict, or a
+      training plan (PlanTrainingResponse, TrainingPlan): one submodule a
+      stage.
     keep_original_order: split_module's: submodules in order of first
       appearance instead of a topological order.
     devices: {logical device id: torch device}. With it (and a
@@ -105,7 +107,13 @@ def apply_plan(
         gm = trace(graph_module, leaf_modules=leaf_modules)
     # The exporter writes one Graph node per GraphModule node, in order, so
     # a plan by node index reads with the module's node names.
-    assignment = assignment_of(response, [n.name for n in gm.graph.nodes])
+    from .training_exports import is_training_plan, training_stages
+
+    if is_training_plan(response):  # its stages, from the nodes' order
+        assignment = {name: stage for stage, names in enumerate(training_stages(gm, response))
+                      for name in names}
+    else:
+        assignment = assignment_of(response, [n.name for n in gm.graph.nodes])
     op_nodes = [n for n in gm.graph.nodes if n.op in OP_NODES]
     missing = [n.name for n in op_nodes if n.name not in assignment]
     known = {n.name for n in gm.graph.nodes}

@@ -166,12 +166,9 @@ def stages_from_plan(model: nn.Module, response: Any, *,
     Whether the partitions are contiguous is run_pipeline's check."""
     from .apply import assignment_of
     from .exporter import trace
-    from . import messages as pb
-    from .training_exports import training_stages
+    from .training_exports import is_training_plan, training_stages
 
-    if isinstance(response, (pb.PlanTrainingResponse, pb.TrainingPlan)) or (
-            isinstance(response, dict) and ("stageByItem" in response or "plan" in response
-                                            and "stageByItem" in response["plan"])):
+    if is_training_plan(response):
         return training_stages(model, response, leaf_modules=leaf_modules)
 
     gm = trace(model, leaf_modules=leaf_modules)

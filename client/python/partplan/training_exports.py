@@ -166,6 +166,26 @@ class _Traced:
         return f"{node.name!r} ({node.op} {target})"
 
 
+def is_training_plan(plan: Any) -> bool:
+    """Whether `plan` is a PlanTrainingResponse, a TrainingPlan, or a
+    proto3 JSON dict of either."""
+    from google.protobuf import json_format
+
+    from . import messages as pb
+
+    if isinstance(plan, (pb.PlanTrainingResponse, pb.TrainingPlan)):
+        return True
+    if not isinstance(plan, Mapping) or not plan:
+        return False
+    for message in (pb.PlanTrainingResponse(), pb.TrainingPlan()):
+        try:
+            json_format.ParseDict(plan, message)
+            return True
+        except (json_format.ParseError, TypeError, ValueError):
+            pass
+    return False
+
+
 def _training_plan(plan: Any):
     """The TrainingPlan of a PlanTrainingResponse, a TrainingPlan, or a
     proto3 JSON dict of either."""

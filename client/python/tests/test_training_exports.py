@@ -123,6 +123,17 @@ class PlanReading(unittest.TestCase):
                 self.assertEqual(te.training_stages(model, form), expected)
                 self.assertEqual(te.deepspeed_parts(model, form), [0, 1, 4, 8])
 
+    def test_apply_plan_makes_a_submodule_a_stage(self):
+        model = lm().eval()
+        plan = plan_at(model, layer_starts([1, 4]))
+        x = torch.randint(0, VOCAB, (2, 5))
+        for form in (plan, pb.PlanTrainingResponse(plan=plan), json_format.MessageToDict(plan)):
+            gm = partplan.apply_plan(model, form)
+            self.assertEqual([name for name, _ in gm.named_children()],
+                             ["submod_0", "submod_1", "submod_2"])
+            self.assertTrue(torch.equal(gm(x), model(x)))
+        self.assertFalse(te.is_training_plan({"fc1": 0, "fc2": 1}))
+
     def test_plans_that_do_not_match(self):
         model = lm()
         plan = plan_at(model, layer_starts([2]))
