@@ -2,9 +2,8 @@
 # Runs every test and ends with the line `tests: N passed, M failed`.
 #
 #   tools/test.sh                   # all tests
-#   tools/test.sh --config=asan     # extra Bazel flags are passed through
+#   tools/test.sh --config=asan     # Bazel flags given replace --config=opt
 #   PARTPLAN_SANITIZE=1 tools/test.sh  # also every C++ test under ASan+UBSan
-#   PARTPLAN_OPT=0 tools/test.sh       # without the second run in -c opt
 #
 # Installs missing Debian packages first (tools/install_deps.sh --python:
 # the Python client's tests need python3-torch, python3-torchvision,
@@ -14,9 +13,11 @@
 # unittest cases (client/python/tests/run.py, run with /usr/bin/python3 or
 # $PARTPLAN_PYTHON against the server binary this run built).
 #
-# The Bazel tests run a second time built with --config=opt, as the image's
-# binary is, and their cases count too (PARTPLAN_OPT=0 skips that run, and
-# so do Bazel flags given on the command line).
+# The Bazel tests run once, built with --config=opt as the image's binary
+# is: the compiler warns about more at -O2, and no code differs between
+# build modes (tests/architecture:build_mode_test keeps assert and NDEBUG
+# out of the sources), so a second run in the default mode would test the
+# same code again.
 #
 # With PARTPLAN_SANITIZE=1 the C++ tests run once more, built with
 # --config=asan-ubsan (into an output directory of their own), and their
@@ -34,10 +35,16 @@ if [[ -z "$targets" ]]; then
   exit 1
 fi
 
+# The build that ships (deploy/docker/Dockerfile builds with -c opt).
+flags=("$@")
+if [[ ${#flags[@]} -eq 0 ]]; then
+  flags=(--config=opt)
+fi
+
 summary=$(mktemp)
 python_log=$(mktemp)
 trap 'rm -f "$summary" "$python_log"' EXIT
-bazel test --keep_going --test_summary=short "$@" //... 2>&1 | tee "$summary"
+bazel test --keep_going --test_summary=short "${flags[@]}" //... 2>&1 | tee "$summary"
 bazel_status=${PIPESTATUS[0]}
 
 passed=0
@@ -70,7 +77,7 @@ count_reports() {
   done
 }
 # shellcheck disable=SC2086  # one target per word
-count_reports "$summary" "$(bazel info bazel-testlogs "$@" 2>/dev/null)" $targets
+count_reports "$summary" "$(bazel info bazel-testlogs "${flags[@]}" 2>/dev/null)" $targets
 
 if [[ $bazel_status -ne 0 && $failed -eq 0 ]]; then
   # Bazel failed (e.g. a build error) without a failing test case to show.
@@ -109,12 +116,6 @@ rerun_cpp_tests() {
 }
 extra_flags=("$@")
 
-# The build that ships (deploy/docker/Dockerfile builds with -c opt): the
-# tests' timing and the compiler's warnings differ there.
-if [[ "${PARTPLAN_OPT:-1}" == 1 && ${#extra_flags[@]} -eq 0 ]]; then
-  rerun_cpp_tests opt ""
-fi
-
 if [[ "${PARTPLAN_SANITIZE:-0}" == 1 ]]; then
   # The C++ tests only: tests/deploy checks the image's packages against the
   # binary's libraries, which under sanitizers include libasan and libubsan.
@@ -125,7 +126,7 @@ fi
 # `python tests: N passed, M failed, K skipped`; skipped tests count as
 # neither.
 python=${PARTPLAN_PYTHON:-/usr/bin/python3}
-bazel_bin=$(bazel info bazel-bin "$@" 2>/dev/null)
+bazel_bin=$(bazel info bazel-bin "${flags[@]}" 2>/dev/null)
 PARTPLAN_SERVER="$bazel_bin/server/partplan_server" "$python" client/python/tests/run.py 2>&1 |
   tee "$python_log"
 python_status=${PIPESTATUS[0]}

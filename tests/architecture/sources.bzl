@@ -1,4 +1,4 @@
-"""The sources of a package, for //tests/architecture:layering_test."""
+"""The sources of a package, for the checks in //tests/architecture."""
 
 def layering_sources():
     """A filegroup `sources` of the package's .h and .cc files."""
