@@ -177,9 +177,13 @@ std::string FormatPlanTable(const v1::PartitionPlan& plan) {
   figures.AddRow({"planner time", absl::FormatDuration(absl::Seconds(
                                       summary.planner_seconds()))});
 
-  return absl::StrCat("Partitions\n", partitions.Render("  "), "\nDevices\n",
-                      devices.Render("  "), "\nSummary\n",
-                      figures.Render("  "));
+  std::string text = absl::StrCat("Partitions\n", partitions.Render("  "), "\nDevices\n",
+                                  devices.Render("  "), "\nSummary\n", figures.Render("  "));
+  if (!summary.notes().empty()) {
+    absl::StrAppend(&text, "\nNotes\n");
+    for (const std::string& note : summary.notes()) absl::StrAppend(&text, "  - ", note, "\n");
+  }
+  return text;
 }
 
 std::string FormatRpcError(const grpc::Status& status) {

@@ -125,9 +125,26 @@ absl::StatusOr<PartitionerPlan> PartitionGraphPlan(const CompactGraph& graph,
   if (options.saturate_host) {
     PARTPLAN_RETURN_IF_ERROR(SaturateHost(devices, token, &set));
   }
-  return DescribePartitions(
-      graph, devices, std::move(set), planner,
-      options.mode == PartitionerMode::kAotBased ? "config.node_partitions" : "config", token);
+  const bool partitioned = set.partitions.size() > 1;
+  PARTPLAN_ASSIGN_OR_RETURN(
+      PartitionerPlan plan,
+      DescribePartitions(
+          graph, devices, std::move(set), planner,
+          options.mode == PartitionerMode::kAotBased ? "config.node_partitions" : "config",
+          token));
+  const bool minimises_latency =
+      options.mode == PartitionerMode::kKlBased || options.mode == PartitionerMode::kCostAware;
+  if (minimises_latency && partitioned && plan.latency.critical_path_seconds == 0) {
+    plan.notes.push_back(absl::StrCat(
+        options.mode == PartitionerMode::kKlBased ? "KL_BASED" : "COST_AWARE",
+        " minimises the critical path's latency, and every latency here is 0 (no node has a "
+        "latency, or FLOPs with the devices' compute_flops_per_second, or bytes with their "
+        "memory_bandwidth_bytes_per_second, and transfers are free): it had nothing to "
+        "minimise, so this is the plan its start gives",
+        options.mode == PartitionerMode::kKlBased ? " (SIZE_BASED's partitions)" : "",
+        ". Give node latencies (the exporter measures them) or device throughputs."));
+  }
+  return plan;
 }
 
 absl::StatusOr<PartitionerPlan> DescribePartitions(const CompactGraph& graph,

@@ -44,6 +44,8 @@ struct PartitionerPlan {
   ModuleSplit split;
   PlanLatency latency;
   std::vector<DeviceLoad> holdings;  // per device, DeviceHoldings
+  // PlanSummary.notes: what the figures do not say, one sentence each.
+  std::vector<std::string> notes;
 };
 
 absl::StatusOr<PartitionerPlan> PartitionGraphPlan(const CompactGraph& graph,

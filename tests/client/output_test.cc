@@ -122,6 +122,15 @@ TEST(FormatPlanTableTest, ShowsMissingLatenciesAsDashes) {
   EXPECT_THAT(lines, Contains("  critical path latency    -"));
 }
 
+TEST(FormatPlanTableTest, ListsTheNotesAfterTheSummary) {
+  v1::PartitionGraphResponse response = CannedResponse();
+  EXPECT_THAT(Lines(FormatPlanTable(response.plan())), Not(Contains("Notes")));
+  response.mutable_plan()->mutable_summary()->add_notes("KL_BASED had nothing to minimise.");
+  const std::vector<std::string> lines = Lines(FormatPlanTable(response.plan()));
+  EXPECT_THAT(lines, Contains("Notes"));
+  EXPECT_THAT(lines, Contains("  - KL_BASED had nothing to minimise."));
+}
+
 TEST(FormatPlanTableTest, CountsNodesGivenByIndex) {
   v1::PartitionGraphResponse response = CannedResponse();
   v1::Partition& partition = *response.mutable_plan()->mutable_partitions(0);

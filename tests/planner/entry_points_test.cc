@@ -89,6 +89,41 @@ TEST(EntryPointsTest, PlanNamesItsPartitionerField) {
             "config.node_partitions[1].node");
 }
 
+// KL_BASED and COST_AWARE minimise latency: with every latency 0 a note
+// says they had nothing to minimise; with latencies, or for SIZE_BASED, or
+// when one device holds the graph, there is no note.
+TEST(EntryPointsTest, LatencyPlannersSayWhenEveryLatencyIsZero) {
+  CancellationToken token;
+  const auto notes = [&](v1::PartitionerConfig::Mode mode, bool latencies,
+                         std::vector<int64_t> memory) {
+    v1::PartitionGraphRequest request;
+    *request.mutable_graph() = Chain();
+    if (latencies) {
+      for (v1::Node& node : *request.mutable_graph()->mutable_nodes()) {
+        node.mutable_latency()->set_compute_latency_seconds(0.5);
+      }
+    }
+    *request.mutable_devices() = TestDevices(memory);
+    request.mutable_config()->set_mode(mode);
+    v1::PartitionGraphResponse response;
+    const absl::Status status = PartitionGraph(request, InputLimits(), token, &response);
+    EXPECT_TRUE(status.ok()) << status;
+    EXPECT_GT(response.plan().partitions_size(), 0);
+    return std::vector<std::string>(response.plan().summary().notes().begin(),
+                                    response.plan().summary().notes().end());
+  };
+  for (const auto mode : {v1::PartitionerConfig::KL_BASED, v1::PartitionerConfig::COST_AWARE}) {
+    const std::vector<std::string> zero = notes(mode, false, {70, 70, 70});
+    ASSERT_EQ(zero.size(), 1u) << mode;
+    EXPECT_NE(zero[0].find(mode == v1::PartitionerConfig::KL_BASED ? "KL_BASED" : "COST_AWARE"),
+              std::string::npos);
+    EXPECT_NE(zero[0].find("nothing to minimise"), std::string::npos);
+    EXPECT_TRUE(notes(mode, true, {70, 70, 70}).empty()) << mode;
+    EXPECT_TRUE(notes(mode, false, {1000}).empty()) << mode;
+  }
+  EXPECT_TRUE(notes(v1::PartitionerConfig::SIZE_BASED, false, {70, 70, 70}).empty());
+}
+
 // BALANCED stages take the inventory: --max_devices holds for it too.
 TEST(EntryPointsTest, BalancedShardsHoldTheDeviceLimit) {
   v1::ShardGraphRequest request;

@@ -68,8 +68,11 @@ def format_plan(plan: pb.PartitionPlan) -> str:
         ("critical path latency", _latency(s.critical_path_latency_seconds)),
         ("planner time", format_duration(s.planner_seconds)),
     ]
-    return ("Partitions\n" + _render(partitions) + "\nDevices\n" + _render(devices)
+    text = ("Partitions\n" + _render(partitions) + "\nDevices\n" + _render(devices)
             + "\nSummary\n" + _render(figures))
+    if s.notes:
+        text += "\nNotes\n" + "".join(f"  - {note}\n" for note in s.notes)
+    return text
 
 
 def format_response(response) -> str:

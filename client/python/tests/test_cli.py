@@ -124,6 +124,18 @@ class CliTest(unittest.TestCase):
         self.assertEqual(status, 2)
         self.assertIn("--mode: unknown value 'best'", err)
 
+    def test_plan_table_lists_the_notes(self):
+        # graph_mlp.json has no latencies: KL_BASED says it had nothing to minimise.
+        graph = os.path.join(support.REPO, "client", "examples", "graph_mlp.json")
+        args = ["plan", "--graph", graph, "--target", self.server.target, "--device-memory", "8MiB",
+                "--devices", "3", "--output", "table"]
+        status, table, err = run_cli(*args, "--mode", "KL_BASED")
+        self.assertEqual(status, 0, err)
+        self.assertIn("\nNotes\n  - KL_BASED minimises the critical path's latency", table)
+        status, table, err = run_cli(*args, "--mode", "SIZE_BASED")
+        self.assertEqual(status, 0, err)
+        self.assertNotIn("Notes", table)
+
     def test_plan_by_node_index_table(self):
         graph = os.path.join(support.REPO, "client", "examples", "graph_mlp.json")
         args = ["plan", "--graph", graph, "--target", self.server.target, "--device-memory", "8MiB",
