@@ -9,8 +9,10 @@ runnable submodules from its plans.
     split = partplan.apply_plan(gm, response)       # torch.fx split_module
     assert torch.allclose(split(x), gm(x))
 
-The Python code of the API (partplan.v1.*_pb2 and the gRPC stubs) is
-generated from proto/ on first import (see _codegen.py). Importing partplan
+The Python code of the API (partplan.v1.*_pb2 and the gRPC stubs) comes
+with an installed package (`pip install ./client/python`); imported from a
+checkout, it is generated from proto/ on first import into a per-user cache,
+never into the source tree (see _codegen.py). Importing partplan
 does not import torch; `export`, `trace`, `export_aten` and `apply_plan`
 load it when first used.
 """
@@ -19,10 +21,9 @@ import os as _os
 
 from . import _codegen
 
-_codegen.ensure()
 # protoc writes `from partplan.v1 import graph_pb2`: make partplan.v1 the
-# generated package under _proto/partplan/v1.
-__path__.append(_os.path.join(_codegen.OUT_DIR, "partplan"))  # noqa: F821
+# generated package, partplan/v1 under the generated code's directory.
+__path__.append(_os.path.join(_codegen.ensure(), "partplan"))  # noqa: F821
 
 from .messages import *  # noqa: E402,F401,F403
 from .messages import __all__ as _messages_all  # noqa: E402

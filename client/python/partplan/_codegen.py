@@ -1,19 +1,30 @@
 """Generates the Python protobuf and gRPC code of partplan's API from proto/.
 
-Nothing generated is committed. On first import, `partplan` runs protoc
-(Debian's `protobuf-compiler`) with `--python_out` and grpc_python_plugin
-(`protobuf-compiler-grpc`) over proto/partplan/v1/*.proto into
-client/python/partplan/_proto/ (git-ignored), and writes a descriptor set of
-third_party/googleapis/google/rpc/*.proto next to it for decoding error
-details. A stamp file records a hash of the inputs and of the tools, so the
-code is regenerated whenever a .proto changes, and not otherwise.
+Nothing generated is committed, and nothing is generated into the source
+tree. protoc (Debian's `protobuf-compiler`) with `--python_out` and
+grpc_python_plugin (`protobuf-compiler-grpc`) turn proto/partplan/v1/*.proto
+into partplan/v1/*_pb2*.py, and protoc writes a descriptor set of
+third_party/googleapis/google/rpc/*.proto (google_rpc.desc) for decoding
+error details. Where the output goes:
 
-    /usr/bin/python3 -m partplan gen-protos          # force a regeneration
-    /usr/bin/python3 -m partplan._codegen --check    # exit 1 when stale
+- An installed package (`pip install ./client/python`) carries the code the
+  build backend generated, in partplan/_generated/, and never generates.
+- A package imported from a checkout (PYTHONPATH=client/python) generates on
+  first import into a per-user cache, $PARTPLAN_CACHE_DIR or
+  $XDG_CACHE_HOME/partplan or ~/.cache/partplan, in a directory named after a
+  hash of the .proto files and of the tools: a changed .proto gets new code,
+  an unchanged one reuses it, and checkouts with the same protos share it.
+
+    /usr/bin/python3 -m partplan gen-protos            # regenerate the cached code now
+    /usr/bin/python3 -m partplan gen-protos --check    # "current", "stale" (exit 1) or "bundled"
+    /usr/bin/python3 -m partplan gen-protos --out DIR  # generate into DIR
 
 Environment overrides: PARTPLAN_PROTO_DIR (the directory holding
 partplan/v1/*.proto), PARTPLAN_GOOGLEAPIS_DIR (holding google/rpc/*.proto),
-PROTOC and GRPC_PYTHON_PLUGIN (the tools).
+PROTOC and GRPC_PYTHON_PLUGIN (the tools), PARTPLAN_CACHE_DIR.
+
+This module imports only the standard library: the build backend
+(client/python/build_backend) loads it on its own, without the package.
 """
 
 import contextlib
@@ -24,15 +35,23 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Optional
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-OUT_DIR = os.path.join(PACKAGE_DIR, "_proto")
+# Where a wheel carries its generated code. A checkout never has it (the build
+# backend writes into its own temporary directory), so its presence is what
+# tells an installed package from a checkout.
+BUNDLED_DIR = os.path.join(PACKAGE_DIR, "_generated")
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(PACKAGE_DIR)))
-STAMP = os.path.join(OUT_DIR, "STAMP")
+STAMP_NAME = "STAMP"
 # google.rpc.Status and BadRequest, loaded into a private descriptor pool (see
 # errors.py), never into the default one.
-RPC_DESCRIPTOR_SET = os.path.join(OUT_DIR, "google_rpc.desc")
-_GENERATOR_VERSION = "1"
+RPC_DESCRIPTOR_NAME = "google_rpc.desc"
+_MARKER = os.path.join("partplan", "v1", "planner_service_pb2_grpc.py")
+_GENERATOR_VERSION = "2"
+
+# The directory ensure() settled on, for this process.
+_active: Optional[str] = None
 
 
 class CodegenError(RuntimeError):
@@ -59,18 +78,23 @@ def _tool(env: str, name: str) -> str:
     return path
 
 
-def _inputs():
+def tools():
+    """(protoc, grpc_python_plugin)."""
+    return _tool("PROTOC", "protoc"), _tool("GRPC_PYTHON_PLUGIN", "grpc_python_plugin")
+
+
+def _inputs(proto_root: Optional[str] = None, googleapis_root: Optional[str] = None):
     """(include root, [relative .proto paths]) of partplan.v1 and google.rpc."""
-    root = proto_dir()
+    root = proto_root or proto_dir()
     api = sorted(
         os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "partplan", "v1", "*.proto"))
     )
     if not api:
         raise CodegenError(
-            f"no partplan/v1/*.proto under {root}: run from a partplan checkout "
-            "or set PARTPLAN_PROTO_DIR"
+            f"no partplan/v1/*.proto under {root}: run from a partplan checkout, "
+            "set PARTPLAN_PROTO_DIR, or install the package (pip install ./client/python)"
         )
-    rpc_root = googleapis_dir()
+    rpc_root = googleapis_root or googleapis_dir()
     rpc = sorted(
         os.path.relpath(p, rpc_root) for p in glob.glob(os.path.join(rpc_root, "google", "rpc", "*.proto"))
     )
@@ -79,8 +103,10 @@ def _inputs():
     return root, api, rpc_root, rpc
 
 
-def _fingerprint(protoc: str, plugin: str) -> str:
-    root, api, rpc_root, rpc = _inputs()
+def fingerprint(protoc: str, plugin: str, proto_root: Optional[str] = None,
+                googleapis_root: Optional[str] = None) -> str:
+    """A hash of the .proto files (names and contents) and of the tools."""
+    root, api, rpc_root, rpc = _inputs(proto_root, googleapis_root)
     h = hashlib.sha256(_GENERATOR_VERSION.encode())
     for base, names in ((root, api), (rpc_root, rpc)):
         for name in names:
@@ -93,32 +119,55 @@ def _fingerprint(protoc: str, plugin: str) -> str:
     return h.hexdigest()
 
 
-def _read_stamp() -> str:
+def _read_stamp(out_dir: str) -> str:
     try:
-        with open(STAMP) as f:
+        with open(os.path.join(out_dir, STAMP_NAME)) as f:
             return f.read().strip()
     except OSError:
         return ""
 
 
-def _have_generated() -> bool:
-    return os.path.exists(
-        os.path.join(OUT_DIR, "partplan", "v1", "planner_service_pb2_grpc.py")
-    ) and os.path.exists(RPC_DESCRIPTOR_SET)
+def is_complete(out_dir: str) -> bool:
+    """Whether out_dir holds generated code (the stamp is written last)."""
+    return (
+        os.path.exists(os.path.join(out_dir, _MARKER))
+        and os.path.exists(os.path.join(out_dir, RPC_DESCRIPTOR_NAME))
+        and bool(_read_stamp(out_dir))
+    )
 
 
-def is_current() -> bool:
-    protoc = _tool("PROTOC", "protoc")
-    plugin = _tool("GRPC_PYTHON_PLUGIN", "grpc_python_plugin")
-    return _have_generated() and _read_stamp() == _fingerprint(protoc, plugin)
+def is_bundled() -> bool:
+    """Whether this copy of the package was installed with its code."""
+    return is_complete(BUNDLED_DIR)
+
+
+def cache_root() -> str:
+    explicit = os.environ.get("PARTPLAN_CACHE_DIR")
+    if explicit:
+        return os.path.abspath(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    # The XDG spec says to ignore a relative XDG_CACHE_HOME.
+    base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "partplan")
+
+
+def cache_dir(fp: str) -> str:
+    """The cache directory of the code for one fingerprint."""
+    return os.path.join(cache_root(), fp[:16])
 
 
 @contextlib.contextmanager
-def _locked():
-    os.makedirs(OUT_DIR, exist_ok=True)
+def _locked(out_dir: str):
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise CodegenError(
+            f"cannot create {out_dir} for partplan's generated code ({e}); "
+            "set PARTPLAN_CACHE_DIR or XDG_CACHE_HOME to a writable directory"
+        ) from e
     import fcntl
 
-    with open(os.path.join(OUT_DIR, ".lock"), "w") as lock:
+    with open(os.path.join(out_dir, ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -132,21 +181,23 @@ def _run(cmd):
         raise CodegenError(f"{' '.join(cmd)} failed:\n{done.stderr.strip()}")
 
 
-def generate(force: bool = False) -> bool:
-    """Generates the code if it is missing or stale (always with force).
-    Returns whether anything was generated."""
-    protoc = _tool("PROTOC", "protoc")
-    plugin = _tool("GRPC_PYTHON_PLUGIN", "grpc_python_plugin")
-    with _locked():
-        fingerprint = _fingerprint(protoc, plugin)
-        if not force and _have_generated() and _read_stamp() == fingerprint:
+def generate(out_dir: str, force: bool = False, proto_root: Optional[str] = None,
+             googleapis_root: Optional[str] = None) -> bool:
+    """Generates the code into out_dir (partplan/v1/*.py, google_rpc.desc and
+    STAMP) if it is missing or stale there, always with force. Concurrent
+    callers are serialised by a lock file in out_dir. Returns whether
+    anything was generated."""
+    protoc, plugin = tools()
+    with _locked(out_dir):
+        fp = fingerprint(protoc, plugin, proto_root, googleapis_root)
+        if not force and is_complete(out_dir) and _read_stamp(out_dir) == fp:
             return False
-        root, api, rpc_root, rpc = _inputs()
+        root, api, rpc_root, rpc = _inputs(proto_root, googleapis_root)
         includes = []
         # The well-known types (google/protobuf/any.proto) for google.rpc.
         if os.path.exists("/usr/include/google/protobuf/any.proto"):
             includes.append("-I/usr/include")
-        tmp = tempfile.mkdtemp(prefix=".gen-", dir=OUT_DIR)
+        tmp = tempfile.mkdtemp(prefix=".gen-", dir=out_dir)
         try:
             _run(
                 [protoc, f"-I{root}", f"--python_out={tmp}", f"--grpc_python_out={tmp}",
@@ -154,42 +205,101 @@ def generate(force: bool = False) -> bool:
             )
             _run(
                 [protoc, f"-I{rpc_root}"] + includes
-                + [f"--descriptor_set_out={os.path.join(tmp, 'google_rpc.desc')}", "--include_imports"]
+                + [f"--descriptor_set_out={os.path.join(tmp, RPC_DESCRIPTOR_NAME)}", "--include_imports"]
                 + rpc
             )
-            # Replace the previous output in place of a partial one.
-            old = os.path.join(OUT_DIR, "partplan")
+            # The stamp goes last, so a directory with a stamp is complete.
+            stamp = os.path.join(out_dir, STAMP_NAME)
+            if os.path.exists(stamp):
+                os.remove(stamp)
+            old = os.path.join(out_dir, "partplan")
             if os.path.exists(old):
                 shutil.rmtree(old)
             os.rename(os.path.join(tmp, "partplan"), old)
-            os.replace(os.path.join(tmp, "google_rpc.desc"), RPC_DESCRIPTOR_SET)
-            with open(STAMP + ".tmp", "w") as f:
-                f.write(fingerprint + "\n")
-            os.replace(STAMP + ".tmp", STAMP)
+            os.replace(os.path.join(tmp, RPC_DESCRIPTOR_NAME), os.path.join(out_dir, RPC_DESCRIPTOR_NAME))
+            with open(stamp + ".tmp", "w") as f:
+                f.write(fp + "\n")
+            os.replace(stamp + ".tmp", stamp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return True
 
 
-def ensure() -> None:
-    """Generates the code unless it is current. When the .proto sources are
-    not around (an installed copy of the package), generated code that is
-    already present is used as is."""
-    try:
-        generate()
-    except (CodegenError, OSError):
-        if not _have_generated():
-            raise
+def current_dir() -> str:
+    """Where the code for the current .proto files is or would be: the
+    bundled directory of an installed package, else the cache directory of
+    the current fingerprint."""
+    if is_bundled():
+        return BUNDLED_DIR
+    return cache_dir(fingerprint(*tools()))
+
+
+def is_current() -> bool:
+    """Whether the code for the current .proto files exists (always true for
+    an installed package, which uses what it was built with)."""
+    if is_bundled():
+        return True
+    protoc, plugin = tools()
+    fp = fingerprint(protoc, plugin)
+    out_dir = cache_dir(fp)
+    return is_complete(out_dir) and _read_stamp(out_dir) == fp
+
+
+def ensure() -> str:
+    """Returns the directory of the generated code, generating it into the
+    cache first when it is not there (never for an installed package)."""
+    global _active
+    if is_bundled():
+        _active = BUNDLED_DIR
+        return _active
+    protoc, plugin = tools()
+    fp = fingerprint(protoc, plugin)
+    out_dir = cache_dir(fp)
+    # Checked without the lock first: the stamp is written last, so a
+    # matching stamp means the code is all there.
+    if not (is_complete(out_dir) and _read_stamp(out_dir) == fp):
+        generate(out_dir)
+    _active = out_dir
+    return _active
+
+
+def generated_dir() -> str:
+    """The directory this process imports its generated code from."""
+    return _active or ensure()
+
+
+def rpc_descriptor_set() -> str:
+    """The path of the google.rpc descriptor set (see errors.py)."""
+    return os.path.join(generated_dir(), RPC_DESCRIPTOR_NAME)
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if "--check" in argv:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python3 -m partplan gen-protos",
+        description="(re)generate the Python code of partplan's API from proto/")
+    parser.add_argument("--check", action="store_true",
+                        help="only report whether it is current: current, stale (exit 1) or bundled")
+    parser.add_argument("--out", metavar="DIR", help="generate into DIR instead of the cache")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.check:
+        if is_bundled():
+            print("bundled")
+            return 0
         current = is_current()
         print("current" if current else "stale")
         return 0 if current else 1
-    generate(force=True)
-    print(f"generated Python code for {proto_dir()} into {OUT_DIR}")
+    if args.out:
+        out_dir = os.path.abspath(args.out)
+    elif is_bundled():
+        print(f"partplan is installed with its generated code in {BUNDLED_DIR}; "
+              "nothing to generate (--out DIR generates elsewhere)")
+        return 0
+    else:
+        out_dir = current_dir()
+    generate(out_dir, force=True)
+    print(f"generated Python code for {proto_dir()} into {out_dir}")
     return 0
 
 

@@ -340,7 +340,10 @@ def cmd_call(args) -> int:
 def cmd_gen_protos(args) -> int:
     from . import _codegen
 
-    return _codegen.main(["--check"] if args.check else [])
+    argv = ["--check"] if args.check else []
+    if args.out:
+        argv += ["--out", args.out]
+    return _codegen.main(argv)
 
 
 # ---------------------------------------------------------------------------
@@ -441,8 +444,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_flags(p)
     p.set_defaults(func=cmd_call, command_parser=p)
 
-    p = sub.add_parser("gen-protos", help="(re)generate the Python code of the API from proto/")
-    p.add_argument("--check", action="store_true", help="only report whether it is current")
+    p = sub.add_parser("gen-protos", help="(re)generate the Python code of the API from proto/ "
+                                         "(into the per-user cache, see _codegen.py)")
+    p.add_argument("--check", action="store_true",
+                   help="only report whether it is current: current, stale (exit 1), or bundled "
+                        "(an installed package, which uses the code it was built with)")
+    p.add_argument("--out", metavar="DIR", help="generate into DIR instead of the cache")
     p.set_defaults(func=cmd_gen_protos, command_parser=p)
     return parser
 

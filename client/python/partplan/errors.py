@@ -29,7 +29,7 @@ class FieldViolation(NamedTuple):
 @functools.lru_cache(maxsize=None)
 def _rpc_types():
     fds = descriptor_pb2.FileDescriptorSet()
-    with open(_codegen.RPC_DESCRIPTOR_SET, "rb") as f:
+    with open(_codegen.rpc_descriptor_set(), "rb") as f:
         fds.ParseFromString(f.read())
     pool = descriptor_pool.DescriptorPool()
     for file_proto in fds.file:

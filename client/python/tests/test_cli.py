@@ -4,6 +4,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -324,32 +325,29 @@ class CliTest(unittest.TestCase):
 
 
 class CodegenTest(unittest.TestCase):
-    def test_generated_code_is_current_and_ignored(self):
+    def test_generated_code_is_current_and_outside_the_source_tree(self):
         from partplan import _codegen
 
         self.assertTrue(_codegen.is_current())
-        self.assertFalse(_codegen.generate())  # nothing to do
-        generated = os.path.join(_codegen.OUT_DIR, "partplan", "v1", "planner_service_pb2_grpc.py")
+        directory = _codegen.generated_dir()
+        self.assertFalse(_codegen.generate(directory))  # nothing to do
+        generated = os.path.join(directory, "partplan", "v1", "planner_service_pb2_grpc.py")
         self.assertTrue(os.path.exists(generated))
-        ignored = subprocess.run(["git", "check-ignore", "-q", generated], cwd=support.REPO)
-        self.assertEqual(ignored.returncode, 0, "generated code must be git-ignored")
-        tracked = subprocess.run(["git", "ls-files", "client/python/partplan/_proto"], cwd=support.REPO,
-                                 capture_output=True, text=True).stdout
-        self.assertEqual(tracked, "")
+        self.assertEqual(pb.planner_service_pb2_grpc.__file__, generated)
+        # Imported from the checkout: the per-user cache, not the package.
+        self.assertFalse(_codegen.is_bundled())
+        self.assertNotEqual(os.path.commonpath([directory, support.PYTHON_DIR]), support.PYTHON_DIR)
+        self.assertEqual(os.path.dirname(directory), _codegen.cache_root())
 
     def test_generates_into_a_fresh_directory(self):
         # The same generator, pointed elsewhere, produces importable code.
-        from partplan import _codegen
-
         with tempfile.TemporaryDirectory() as tmp:
             env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR)
             script = textwrap.dedent(f"""
                 import partplan._codegen as c
-                c.OUT_DIR = {tmp!r}
-                c.STAMP = c.os.path.join(c.OUT_DIR, "STAMP")
-                c.RPC_DESCRIPTOR_SET = c.os.path.join(c.OUT_DIR, "google_rpc.desc")
-                assert c.generate() is True
-                assert c.generate() is False
+                assert c.generate({tmp!r}) is True
+                assert c.generate({tmp!r}) is False
+                assert c.is_complete({tmp!r})
             """)
             done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                                   timeout=60)
@@ -357,6 +355,38 @@ class CodegenTest(unittest.TestCase):
             names = sorted(os.listdir(os.path.join(tmp, "partplan", "v1")))
             self.assertIn("graph_pb2.py", names)
             self.assertIn("planner_service_pb2_grpc.py", names)
+            self.assertTrue(os.path.exists(os.path.join(tmp, "google_rpc.desc")))
+
+    def test_a_changed_proto_gets_new_code(self):
+        # The cache directory is named after a hash of the protos: a changed
+        # .proto makes the code stale and is generated afresh, elsewhere.
+        with tempfile.TemporaryDirectory() as tmp:
+            protos = os.path.join(tmp, "proto")
+            shutil.copytree(os.path.join(support.REPO, "proto", "partplan"), os.path.join(protos, "partplan"))
+            env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR, PARTPLAN_PROTO_DIR=protos,
+                       PARTPLAN_CACHE_DIR=os.path.join(tmp, "cache"))
+            script = textwrap.dedent(f"""
+                import json, partplan, partplan.v1.graph_pb2 as g
+                from partplan import _codegen as c
+                first = c.generated_dir()
+                assert c.is_current() and "AddedForTheTest" not in dir(g)
+                with open({os.path.join(protos, "partplan", "v1", "graph.proto")!r}, "a") as f:
+                    f.write("\\nmessage AddedForTheTest {{ int32 x = 1; }}\\n")
+                stale = not c.is_current()
+                second = c.ensure()
+                print(json.dumps([first, stale, second, c.is_current(), c.is_complete(first)]))
+            """)
+            done = subprocess.run([sys.executable, "-B", "-c", script], env=env, capture_output=True,
+                                  text=True, timeout=120)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            first, stale, second, current, first_kept = json.loads(done.stdout)
+            self.assertTrue(stale)
+            self.assertTrue(current)
+            self.assertNotEqual(first, second)
+            self.assertTrue(first_kept)
+            self.assertEqual(os.path.dirname(first), os.path.join(tmp, "cache"))
+            with open(os.path.join(second, "partplan", "v1", "graph_pb2.py")) as f:
+                self.assertIn("_ADDEDFORTHETEST", f.read())
 
     def test_every_rpc_has_a_method(self):
         service = pb.planner_service_pb2.DESCRIPTOR.services_by_name["PartitionPlanner"]
