@@ -37,6 +37,8 @@ struct CliOptions {
   OutputFormat output = OutputFormat::kJson;
   // `call`: the request file (JSON or binary; "-" for stdin).
   std::string request_path;
+  // `report`: the response file (JSON or binary; "-" for stdin).
+  std::string response_path;
   // `partition`, `plan`, `validate`: the Graph file (JSON or binary).
   std::string graph_path;
   // `partition`, `plan`, `validate`: devices and partitioner options.

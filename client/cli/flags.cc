@@ -29,11 +29,14 @@ ABSL_FLAG(std::string, request_id, "",
 ABSL_FLAG(std::string, max_message_bytes, "256MiB",
           "Largest request or response message, e.g. 64MiB");
 ABSL_FLAG(std::string, output, "json",
-          "json: the response as proto3 JSON; table: plans as tables (other "
-          "responses as JSON)");
+          "json: the response as proto3 JSON; table: plans as tables; html: "
+          "the self-contained report page; dot: Graphviz of the partition DAG "
+          "or the stages (table and dot print other responses as JSON)");
 ABSL_FLAG(std::string, request, "",
-          "call: request file, proto3 JSON (.json or starting with '{') or "
+          "call, load, report: request file, proto3 JSON (.json or starting with '{') or "
           "binary protobuf; - for stdin");
+ABSL_FLAG(std::string, response, "",
+          "report: response file, proto3 JSON or binary protobuf; - for stdin");
 ABSL_FLAG(std::string, graph, "",
           "partition, plan, validate: partplan.v1.Graph file, JSON or "
           "binary; - for stdin");
@@ -252,6 +255,7 @@ absl::StatusOr<CliOptions> CliOptionsFromFlags() {
   options.output = *output;
 
   options.request_path = absl::GetFlag(FLAGS_request);
+  options.response_path = absl::GetFlag(FLAGS_response);
   options.graph_path = absl::GetFlag(FLAGS_graph);
   options.planner.device_memory = absl::GetFlag(FLAGS_device_memory);
   options.planner.device_count = absl::GetFlag(FLAGS_devices);

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -15,11 +16,14 @@
 #include "absl/time/time.h"
 #include "client/cli/byte_size.h"
 #include "client/cli/message_io.h"
+#include "client/cli/report_page.h"
 #include "google/protobuf/any.pb.h"
 #include "google/protobuf/descriptor.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "grpcpp/support/error_details.h"
+#include "partplan/v1/graph.pb.h"
+#include "partplan/v1/training.pb.h"
 
 namespace partplan {
 namespace cli {
@@ -74,22 +78,103 @@ std::string FormatShare(int64_t used, int64_t available) {
                                        static_cast<double>(available));
 }
 
-// The first PartitionPlan field set on `response`, e.g.
-// PartitionGraphResponse.plan or PlanResponse.plan.
-const v1::PartitionPlan* FindPlan(const google::protobuf::Message& response) {
-  const google::protobuf::Descriptor* type = response.GetDescriptor();
-  const google::protobuf::Reflection* reflection = response.GetReflection();
+// The first `Field` field set on `message`, e.g. PartitionGraphResponse.plan
+// or PlanResponse.plan for a PartitionPlan, PlanTrainingRequest.graph for a
+// Graph.
+template <typename Field>
+const Field* FindField(const google::protobuf::Message& message) {
+  const google::protobuf::Descriptor* type = message.GetDescriptor();
+  const google::protobuf::Reflection* reflection = message.GetReflection();
   for (int i = 0; i < type->field_count(); ++i) {
     const google::protobuf::FieldDescriptor* field = type->field(i);
-    if (field->is_repeated() ||
-        field->message_type() != v1::PartitionPlan::descriptor() ||
-        !reflection->HasField(response, field)) {
+    if (field->is_repeated() || field->message_type() != Field::descriptor() ||
+        !reflection->HasField(message, field)) {
       continue;
     }
-    return google::protobuf::DynamicCastToGenerated<v1::PartitionPlan>(
-        &reflection->GetMessage(response, field));
+    return google::protobuf::DynamicCastToGenerated<Field>(
+        &reflection->GetMessage(message, field));
   }
   return nullptr;
+}
+
+const v1::PartitionPlan* FindPlan(const google::protobuf::Message& response) {
+  return FindField<v1::PartitionPlan>(response);
+}
+
+// A quoted DOT label of `lines`: quotes and backslashes escaped, the lines
+// joined by DOT's line break.
+std::string DotLabel(const std::vector<std::string>& lines) {
+  std::string quoted = "\"";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i > 0) quoted += "\\n";
+    for (const char c : lines[i]) {
+      if (c == '"' || c == '\\') quoted.push_back('\\');
+      quoted.push_back(c == '\n' ? ' ' : c);
+    }
+  }
+  return quoted + "\"";
+}
+
+// The partitions as boxes and the DAG's edges, each labelled with the bytes
+// of the values crossing it (with the graph) or their number.
+std::string PartitionDot(const v1::PartitionPlan& plan, const v1::Graph* graph) {
+  absl::flat_hash_map<std::string, int64_t> output_bytes;
+  if (graph != nullptr) {
+    for (const v1::Node& node : graph->nodes()) {
+      output_bytes[node.name()] = node.size_bytes().output_bytes();
+    }
+  }
+  absl::flat_hash_map<std::string, int32_t> producer;
+  for (const v1::Partition& partition : plan.partitions()) {
+    for (const std::string& value : partition.outputs()) producer[value] = partition.id();
+  }
+  std::string dot = "digraph partitions {\n  rankdir=LR;\n  node [shape=box];\n";
+  for (const v1::Partition& partition : plan.partitions()) {
+    absl::StrAppend(&dot, "  p", partition.id(), " [label=",
+                    DotLabel({absl::StrCat("partition ", partition.id()),
+                              absl::StrCat("devices ", FormatIds(partition.logical_device_ids())),
+                              absl::StrCat(partition.nodes_size() + partition.node_indices_size(),
+                                           " nodes, ", FormatByteSize(partition.memory_bytes()))}),
+                    "];\n");
+  }
+  for (const v1::Partition& partition : plan.partitions()) {
+    for (const int32_t parent : partition.parents()) {
+      int values = 0;
+      int64_t bytes = 0;
+      for (const std::string& value : partition.inputs()) {
+        const auto it = producer.find(value);
+        if (it == producer.end() || it->second != parent) continue;
+        ++values;
+        const auto size = output_bytes.find(value);
+        if (size != output_bytes.end()) bytes += size->second;
+      }
+      const std::string label =
+          graph != nullptr ? FormatByteSize(bytes) : absl::StrCat(values, values == 1 ? " value" : " values");
+      absl::StrAppend(&dot, "  p", parent, " -> p", partition.id(), " [label=", DotLabel({label}),
+                      "];\n");
+    }
+  }
+  return dot + "}\n";
+}
+
+// The stages as a chain, each edge labelled with the bytes a micro-batch
+// sends on.
+std::string StageDot(const v1::TrainingPlan& plan) {
+  std::string dot = "digraph stages {\n  rankdir=LR;\n  node [shape=box];\n";
+  for (int k = 0; k < plan.stages_size(); ++k) {
+    const v1::TrainingStage& stage = plan.stages(k);
+    absl::StrAppend(&dot, "  s", k, " [label=",
+                    DotLabel({absl::StrCat("stage ", k, " on ", stage.device(),
+                                           stage.recompute() ? " (recompute)" : ""),
+                              absl::StrCat(stage.node_count(), " nodes: ", stage.first_node(),
+                                           "..", stage.last_node())}),
+                    "];\n");
+  }
+  for (int k = 0; k + 1 < plan.stages_size(); ++k) {
+    absl::StrAppend(&dot, "  s", k, " -> s", k + 1, " [label=",
+                    DotLabel({FormatByteSize(plan.stages(k).output_bytes())}), "];\n");
+  }
+  return dot + "}\n";
 }
 
 std::string StatusCodeName(grpc::StatusCode code) {
@@ -121,18 +206,41 @@ absl::StatusOr<OutputFormat> ParseOutputFormat(absl::string_view name) {
   const std::string lower = absl::AsciiStrToLower(name);
   if (lower == "json") return OutputFormat::kJson;
   if (lower == "table") return OutputFormat::kTable;
+  if (lower == "html") return OutputFormat::kHtml;
+  if (lower == "dot") return OutputFormat::kDot;
   return absl::InvalidArgumentError(absl::StrCat(
-      "--output: unknown format '", name, "'; one of json, table"));
+      "--output: unknown format '", name, "'; one of json, table, html, dot"));
 }
 
 std::string FormatResponse(const google::protobuf::Message& response,
-                           OutputFormat format) {
-  if (format == OutputFormat::kTable) {
-    if (const v1::PartitionPlan* plan = FindPlan(response)) {
-      return FormatPlanTable(*plan);
-    }
+                           OutputFormat format,
+                           const google::protobuf::Message* request) {
+  switch (format) {
+    case OutputFormat::kTable:
+      if (const v1::PartitionPlan* plan = FindPlan(response)) {
+        return FormatPlanTable(*plan);
+      }
+      break;
+    case OutputFormat::kHtml:
+      return ReportPage(response, request, "");
+    case OutputFormat::kDot:
+      if (std::string dot = FormatDot(response, request); !dot.empty()) return dot;
+      break;
+    case OutputFormat::kJson:
+      break;
   }
   return MessageToPrettyJson(response);
+}
+
+std::string FormatDot(const google::protobuf::Message& response,
+                      const google::protobuf::Message* request) {
+  if (const v1::PartitionPlan* plan = FindPlan(response)) {
+    return PartitionDot(*plan, request != nullptr ? FindField<v1::Graph>(*request) : nullptr);
+  }
+  if (const v1::TrainingPlan* plan = FindField<v1::TrainingPlan>(response)) {
+    return StageDot(*plan);
+  }
+  return "";
 }
 
 std::string FormatPlanTable(const v1::PartitionPlan& plan) {

@@ -28,14 +28,26 @@ enum class OutputFormat {
   kJson,
   // A table for responses carrying a PartitionPlan, JSON for the others.
   kTable,
+  // The self-contained HTML report (report_page.h).
+  kHtml,
+  // Graphviz: the partition DAG or the pipeline's stages; JSON for
+  // responses with neither.
+  kDot,
 };
 
-// Parses "json" or "table".
+// Parses "json", "table", "html" or "dot".
 absl::StatusOr<OutputFormat> ParseOutputFormat(absl::string_view name);
 
-// `response` in `format`, ending in a newline.
+// `response` in `format`, ending in a newline. `request` (may be null) lets
+// the report and the DOT graph label edges with the bytes crossing them.
 std::string FormatResponse(const google::protobuf::Message& response,
-                           OutputFormat format);
+                           OutputFormat format,
+                           const google::protobuf::Message* request = nullptr);
+
+// The partition DAG (PartitionPlan) or the stage chain (TrainingPlan) of
+// `response` in Graphviz's DOT language; empty when it holds neither.
+std::string FormatDot(const google::protobuf::Message& response,
+                      const google::protobuf::Message* request);
 
 // The plan as three tables: partitions, device usage and summary.
 std::string FormatPlanTable(const v1::PartitionPlan& plan);

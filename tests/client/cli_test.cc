@@ -317,9 +317,37 @@ TEST_F(RunCliTest, CallPlannerRejectsMessagesOfOtherTypes) {
   EXPECT_THAT(planner_.calls(), IsEmpty());
 }
 
+// `report` reads a saved response (and the request), calls nothing, and
+// prints the report page, or the DOT graph with --output=dot.
+TEST_F(RunCliTest, ReportPrintsASavedResponseWithoutCalling) {
+  in_.str(R"({"plan": {"partitions": [{"outputs": ["relu1"], "children": [1]},
+                                      {"id": 1, "inputs": ["relu1"], "parents": [0]}]}})");
+  options_.response_path = "-";
+  options_.request_path = "client/examples/partition_graph.json";
+  ASSERT_EQ(Run({"report", "PartitionGraph"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("<!DOCTYPE html>"));
+  EXPECT_THAT(out_.str(), HasSubstr("{\"rpc\":\"PartitionGraph\""));
+  EXPECT_THAT(out_.str(), HasSubstr("\"request\":{\"graph\""));
+
+  out_.str("");
+  in_.clear();
+  in_.str(R"({"plan": {"partitions": [{"outputs": ["relu1"], "children": [1]},
+                                      {"id": 1, "inputs": ["relu1"], "parents": [0]}]}})");
+  options_.output = OutputFormat::kDot;
+  ASSERT_EQ(Run({"report", "PartitionGraph"}), 0) << err_.str();
+  // relu1's output, from the request's graph.
+  EXPECT_THAT(out_.str(), HasSubstr("p0 -> p1 [label=\"128.0 KiB\"];"));
+  EXPECT_TRUE(planner_.calls().empty());
+
+  options_.response_path.clear();
+  EXPECT_EQ(Run({"report", "PartitionGraph"}), kBadInputExitCode);
+  EXPECT_THAT(err_.str(), HasSubstr("--response is required"));
+  EXPECT_EQ(Run({"report"}), kBadInputExitCode);
+}
+
 TEST(SubcommandHelpTest, ListsEverySubcommand) {
   const std::string help = SubcommandHelp();
-  for (const char* subcommand : {"call", "partition", "plan", "validate"}) {
+  for (const char* subcommand : {"call", "partition", "plan", "validate", "load", "report"}) {
     EXPECT_THAT(help, HasSubstr(absl::StrCat("partplan ", subcommand, " ")));
   }
 }

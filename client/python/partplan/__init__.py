@@ -31,6 +31,11 @@ from ._sizes import format_byte_size, parse_byte_size  # noqa: E402
 from .errors import InvalidMessageError, PartplanError  # noqa: E402
 from .client import NO_RETRY, Client, RetryPolicy, aot_config, device_inventory  # noqa: E402
 from .graph_io import load_graph, load_message, save_message  # noqa: E402
+from .report import Report, report_html, show  # noqa: E402
+from .report import install_repr_html as _install_repr_html  # noqa: E402
+
+# A notebook cell whose value is a response shows its report.
+_install_repr_html([globals()[_n] for _n in _messages_all if _n.endswith("Response")])
 
 __version__ = "0.1.0"
 
@@ -74,4 +79,7 @@ __all__ = [
     "save_message",
     "parse_byte_size",
     "format_byte_size",
+    "Report",
+    "report_html",
+    "show",
 ] + list(_LAZY) + list(_messages_all)
