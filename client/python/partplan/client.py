@@ -25,6 +25,8 @@ or its parts as keyword arguments.
 """
 
 import json
+import math
+import numbers
 import os
 import random
 import re
@@ -36,6 +38,7 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from . import accelerators
 from . import messages as pb
 from ._sizes import parse_byte_size
 from .errors import PartplanError
@@ -93,44 +96,102 @@ def _read_pem(value: Union[None, bytes, str]) -> Optional[bytes]:
 
 
 def device_inventory(
-    memory: Union[Sequence[Union[str, int]], str, int],
+    memory: Union[None, Sequence[Union[str, int]], str, int] = None,
     *,
     names: Optional[Sequence[str]] = None,
     transfer_rate: Union[None, str, int, float] = None,
     mesh_shape: Optional[Sequence[int]] = None,
     mesh_axis_names: Optional[Sequence[str]] = None,
     count: Optional[int] = None,
+    preset: Union[None, str, Sequence[str]] = None,
+    kind: Union[None, str, Sequence[str]] = None,
+    flops_per_second: Union[None, float, Sequence[float]] = None,
+    memory_bandwidth: Union[None, str, float, Sequence[Union[str, float]]] = None,
 ) -> pb.DeviceInventory:
-    """A DeviceInventory from device memory sizes.
+    """A DeviceInventory from device memory sizes, or from accelerator presets.
 
         device_inventory(["16GiB", "16GiB"])           # gpu0, gpu1
         device_inventory("8GiB,8GiB,4GiB")             # the CLI's --device-memory
         device_inventory("16GiB", count=8, transfer_rate="12GB")
+        device_inventory(preset="H100-SXM", count=8)   # memory, kind, FLOP/s, bandwidth
+        device_inventory(preset=["H100-SXM"] * 4 + ["A100-80GB"] * 4)
+        device_inventory("70GiB", preset="a100", count=4,    # usable memory, 40% of peak
+                         flops_per_second=0.4 * partplan.accelerators.get("a100").flops_per_second)
+        device_inventory("24GiB", count=2, kind="my-gpu",
+                         flops_per_second=100e12, memory_bandwidth="1TB")
 
     Devices are named gpu0, gpu1, ... (or `names`), with logical ids 0, 1, ...;
     `transfer_rate` is bytes/s between devices (0 or None: free transfers).
+
+    `preset` names an accelerator of partplan.accelerators ("A100-80GB",
+    "H100-SXM", "MI300X", "TPU-v5e", ... or an alias such as "a100", in any
+    case): it fills each device's memory, kind, compute_flops_per_second
+    (peak dense BF16) and memory_bandwidth_bytes_per_second, and `memory`
+    may then be left out. Arguments given explicitly override the preset.
+    `kind` is a string, `flops_per_second` FLOP/s (a number), and
+    `memory_bandwidth` bytes/s (a number or a size such as "2TB"; a trailing
+    "/s" is allowed). Each of `preset`, `kind`, `flops_per_second` and
+    `memory_bandwidth` is one value for every device or a list of one per
+    device. The number of devices is `count`, else the number of memory
+    sizes; without `memory`, the length of a per-device list, else 1.
+
+    Raises ValueError naming the argument for a bad value, an unknown preset
+    (listing the known ones), or a list of the wrong length.
     """
-    if isinstance(memory, str):
-        memory = [m for m in memory.split(",") if m.strip()]
-    elif isinstance(memory, int):
-        memory = [memory]
-    sizes = [parse_byte_size(m) for m in memory]
-    if count is not None:
-        if len(sizes) == 1:
-            sizes = sizes * count
-        elif len(sizes) != count:
-            raise ValueError(f"count={count} but {len(sizes)} memory sizes; give one, or one per device")
-    if any(s <= 0 for s in sizes):
-        raise ValueError(f"device memory must be positive, got {list(memory)}")
-    if names is not None and len(names) != len(sizes):
-        raise ValueError(f"{len(names)} names for {len(sizes)} devices")
+    if memory is not None:
+        if isinstance(memory, str):
+            memory = [m for m in memory.split(",") if m.strip()]
+        elif isinstance(memory, int):
+            memory = [memory]
+        sizes = [parse_byte_size(m) for m in memory]
+        if count is not None:
+            if len(sizes) == 1:
+                sizes = sizes * count
+            elif len(sizes) != count:
+                raise ValueError(f"count={count} but {len(sizes)} memory sizes; give one, or one per device")
+        if any(s <= 0 for s in sizes):
+            raise ValueError(f"device memory must be positive, got {list(memory)}")
+        n = len(sizes)
+    else:
+        if preset is None:
+            raise ValueError("memory: give the devices' memory sizes, or a preset= (one of "
+                             + ", ".join(accelerators.names()) + ")")
+        sizes = None
+        if count is not None:
+            n = count
+        else:
+            # Without memory sizes, a per-device list says how many devices.
+            lists = [v for v in (preset, kind, flops_per_second, memory_bandwidth, names)
+                     if isinstance(v, (list, tuple))]
+            n = len(lists[0]) if lists else 1
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise ValueError(f"count: expected a positive number of devices, got {count!r}")
+    if names is not None and len(names) != n:
+        raise ValueError(f"{len(names)} names for {n} devices")
+    presets = _per_device("preset", preset, n, accelerators.get)
+    kinds = _per_device("kind", kind, n, _kind)
+    flops = _per_device("flops_per_second", flops_per_second, n, _flops)
+    bandwidths = _per_device("memory_bandwidth", memory_bandwidth, n, _bandwidth)
     inventory = pb.DeviceInventory()
-    for i, size in enumerate(sizes):
-        inventory.devices.add(
+    for i in range(n):
+        accelerator = presets[i]
+        device = inventory.devices.add(
             name=names[i] if names is not None else f"gpu{i}",
-            available_memory_bytes=size,
+            available_memory_bytes=sizes[i] if sizes is not None else accelerator.memory_bytes,
             logical_id=i,
         )
+        if kinds[i] is not None:
+            device.kind = kinds[i]
+        elif accelerator is not None:
+            device.kind = accelerator.name
+        if flops[i] is not None:
+            device.compute_flops_per_second = flops[i]
+        elif accelerator is not None:
+            device.compute_flops_per_second = accelerator.flops_per_second
+        if bandwidths[i] is not None:
+            device.memory_bandwidth_bytes_per_second = bandwidths[i]
+        elif accelerator is not None:
+            device.memory_bandwidth_bytes_per_second = accelerator.memory_bandwidth
     if transfer_rate is not None:
         inventory.transfer_rate_bytes_per_second = float(parse_byte_size(transfer_rate))
     if mesh_shape:
@@ -138,6 +199,44 @@ def device_inventory(
     if mesh_axis_names:
         inventory.mesh_axis_names.extend(mesh_axis_names)
     return inventory
+
+
+def _per_device(field: str, value, n: int, convert) -> list:
+    """`value` for each of n devices: None, one value for all, or a list of
+    one per device; each converted by convert(value, field name)."""
+    if value is None:
+        return [None] * n
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"{field}: {len(value)} values for {n} devices; give one, or one per device")
+        return [convert(v, f"{field}[{i}]") for i, v in enumerate(value)]
+    one = convert(value, field)
+    return [one] * n
+
+
+def _kind(value, field: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{field}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _flops(value, field: str) -> float:
+    # The server rejects negative and non-finite figures; saying so here names
+    # the argument instead of devices.devices[i].compute_flops_per_second.
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{field}: expected FLOP/s as a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{field}: expected finite, non-negative FLOP/s, got {value!r}")
+    return float(value)
+
+
+def _bandwidth(value, field: str) -> float:
+    if isinstance(value, str) and value.strip().lower().endswith("/s"):
+        value = value.strip()[:-2]
+    try:
+        return float(parse_byte_size(value))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{field}: {e}") from None
 
 
 def aot_config(assignment: Mapping[str, int],
