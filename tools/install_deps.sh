@@ -32,7 +32,10 @@ if [[ "${1:-}" == "--fuzz" ]]; then
   packages+=(clang libclang-rt-14-dev llvm-14)
 fi
 if [[ "${1:-}" == "--python" ]]; then
-  packages+=(python3-torch python3-torchvision python3-grpcio python3-protobuf)
+  packages+=(python3-torch python3-torchvision python3-grpcio python3-protobuf
+    python3-venv # `pip install ./client/python` in a venv, and its test (test_install.py)
+    chromium     # client/python/tests/test_report.py renders the plan reports headless
+  )
 fi
 
 missing=()

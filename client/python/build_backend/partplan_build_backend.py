@@ -40,6 +40,11 @@ SDIST_PROTOS = os.path.join(SOURCE_DIR, "_protos")
 # generated code of older versions, and generated code in general.
 _SKIP_DIRS = {"__pycache__", "_proto", "_generated"}
 TAG = "py3-none-any"
+# Files outside partplan/ that the package reads at run time, carried inside
+# it in a wheel or sdist: report.py looks for report.html beside itself first.
+_PACKAGE_DATA = {
+    "report.html": os.path.join(os.path.dirname(SOURCE_DIR), "report", "report.html"),
+}
 
 
 # -- metadata ----------------------------------------------------------------
@@ -170,6 +175,17 @@ def _wheel_name() -> str:
     return f"{_name()}-{_version()}-{TAG}.whl"
 
 
+def _package_data():
+    """(name in partplan/, path) of each data file to add; in an sdist they
+    are inside partplan/ already."""
+    for name, path in sorted(_PACKAGE_DATA.items()):
+        if os.path.exists(os.path.join(PACKAGE_DIR, name)):
+            continue
+        if not os.path.exists(path):
+            raise RuntimeError(f"{path} is missing: partplan/{name} cannot be packaged")
+        yield name, path
+
+
 def _load_codegen():
     """partplan/_codegen.py on its own: importing the package would run its
     __init__, which needs grpcio and generated code."""
@@ -229,6 +245,9 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         os.makedirs(wheel_directory, exist_ok=True)
         wheel = _WheelWriter(os.path.join(wheel_directory, name))
         wheel.add_tree(PACKAGE_DIR, "partplan")
+        for data_name, path in _package_data():
+            with open(path, "rb") as f:
+                wheel.add(f"partplan/{data_name}", f.read())
         # _codegen.BUNDLED_DIR: its presence marks an installed package.
         wheel.add_tree(generated, "partplan/_generated")
         wheel.close(_dist_info())
@@ -266,6 +285,8 @@ def build_sdist(sdist_directory, config_settings=None):
                     if not file.startswith(".") and not file.endswith((".pyc", ".pyo")):
                         path = os.path.join(root, file)
                         add(tar, os.path.relpath(path, SOURCE_DIR).replace(os.sep, "/"), read(path))
+        for data_name, path in _package_data():
+            add(tar, f"partplan/{data_name}", read(path))
         for root, names, prefix in ((proto_root, api, "_protos/proto"),
                                     (googleapis_root, rpc, "_protos/googleapis")):
             for rel in names:

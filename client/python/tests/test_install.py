@@ -123,6 +123,7 @@ class InstallTest(unittest.TestCase):
                 "bundled": _codegen.is_bundled(),
                 "bad_request": errors.rpc_message_class("google.rpc.BadRequest") is not None,
                 "graph": partplan.Graph is partplan.v1.graph_pb2.Graph,
+                "report_template": len(partplan.report._template()),
             }))
         """)
         found = json.loads(out)
@@ -132,6 +133,7 @@ class InstallTest(unittest.TestCase):
         self.assertTrue(found["bundled"])
         self.assertTrue(found["bad_request"])
         self.assertTrue(found["graph"])
+        self.assertGreater(found["report_template"], 0)  # client/report/report.html, carried along
 
     def test_gen_protos_of_an_installed_package(self):
         self.assertEqual(self.pip.returncode, 0, self.pip.stderr)
@@ -202,6 +204,7 @@ class WheelContentsTest(unittest.TestCase):
             self.assertIn("partplan/_generated/partplan/v1/graph_pb2.py", names)
             self.assertIn("partplan/_generated/google_rpc.desc", names)
             self.assertIn("partplan/_codegen.py", names)
+            self.assertIn("partplan/report.html", names)
             self.assertFalse([n for n in names if "__pycache__" in n or n.endswith(".lock")])
             self.assertIn("Requires-Dist: grpcio", metadata)
             self.assertIn('Requires-Dist: torch; extra == "torch"', metadata)
@@ -217,7 +220,9 @@ class WheelContentsTest(unittest.TestCase):
             self.assertTrue(os.path.exists(os.path.join(unpacked, "PKG-INFO")))
             rebuilt = self.build(unpacked, "build_wheel", os.path.join(tmp, "rebuilt"))
             with zipfile.ZipFile(rebuilt) as z:
-                self.assertIn("partplan/_generated/partplan/v1/planner_service_pb2_grpc.py", z.namelist())
+                rebuilt_names = z.namelist()
+            self.assertIn("partplan/_generated/partplan/v1/planner_service_pb2_grpc.py", rebuilt_names)
+            self.assertEqual(rebuilt_names.count("partplan/report.html"), 1)
 
 
 class SourceTreeImportTest(unittest.TestCase):
