@@ -13,15 +13,20 @@
 #include "client/cli/message_io.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "partplan/v1/planner_service.pb.h"
 
 namespace partplan {
 namespace cli {
 namespace {
 
-// A request ready to send, and the method to send it to.
+// A request ready to send, and the method to send it to. `bytes` is what is
+// sent; `request`, the same parsed, only when the subcommand built it (a
+// request file is sent as read, and parsed only if the output needs it).
 struct PreparedCall {
   const google::protobuf::MethodDescriptor* method = nullptr;
+  grpc::ByteBuffer bytes;
   std::unique_ptr<google::protobuf::Message> request;
 };
 
@@ -51,10 +56,10 @@ absl::StatusOr<PreparedCall> PrepareRequestFileCall(
   }
   PreparedCall call;
   call.method = *method;
-  call.request = NewMessage(call.method->input_type());
-  const absl::Status status =
-      ReadMessageFile(options.request_path, in, call.request.get());
-  if (!status.ok()) return FlagError("request", status);
+  absl::StatusOr<grpc::ByteBuffer> bytes =
+      ReadRequestBytes(options.request_path, in, *call.method->input_type());
+  if (!bytes.ok()) return FlagError("request", bytes.status());
+  call.bytes = *std::move(bytes);
   return call;
 }
 
@@ -101,6 +106,10 @@ absl::StatusOr<PreparedCall> PrepareGraphCall(
   PreparedCall call;
   call.method = &method;
   call.request = std::make_unique<Request>(*std::move(request));
+  if (grpc::Status serialized = SerializeToByteBuffer(*call.request, &call.bytes);
+      !serialized.ok()) {
+    return absl::InvalidArgumentError(serialized.error_message());
+  }
   return call;
 }
 
@@ -289,14 +298,40 @@ int RunCli(absl::Span<const std::string> args, const CliOptions& options,
     return kBadInputExitCode;
   }
 
-  std::unique_ptr<google::protobuf::Message> response =
-      NewMessage(call->method->output_type());
+  grpc::ByteBuffer response_bytes;
   const grpc::Status status =
-      CallPlanner(environment.connect(options.connection), *call->method,
-                  *call->request, options.connection, response.get());
+      CallPlannerBytes(environment.connect(options.connection), *call->method,
+                       call->bytes, options.connection, &response_bytes);
   if (!status.ok()) {
     err << FormatRpcError(status);
     return static_cast<int>(status.error_code());
+  }
+  if (options.output == OutputFormat::kJson) {
+    // Converted as it is written: no response message is built.
+    const absl::Status written =
+        WriteResponseJson(response_bytes, *call->method->output_type(), environment.out);
+    environment.out->flush();
+    if (!written.ok()) {
+      err << "error: " << written.message() << "\n";
+      return static_cast<int>(grpc::StatusCode::INTERNAL);
+    }
+    return 0;
+  }
+  std::unique_ptr<google::protobuf::Message> response =
+      NewMessage(call->method->output_type());
+  grpc::ProtoBufferReader response_reader(&response_bytes);
+  if (!response->ParseFromZeroCopyStream(&response_reader)) {
+    err << "error: the response does not parse as "
+        << call->method->output_type()->full_name() << "\n";
+    return static_cast<int>(grpc::StatusCode::INTERNAL);
+  }
+  // The report and the DOT graph label edges from the request's graph.
+  const bool needs_request =
+      options.output == OutputFormat::kHtml || options.output == OutputFormat::kDot;
+  if (needs_request && call->request == nullptr) {
+    call->request = NewMessage(call->method->input_type());
+    grpc::ProtoBufferReader request_reader(&call->bytes);
+    if (!call->request->ParseFromZeroCopyStream(&request_reader)) call->request.reset();
   }
   *environment.out << FormatResponse(*response, options.output, call->request.get());
   environment.out->flush();

@@ -1,6 +1,7 @@
 #include "client/cli/message_io.h"
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <iterator>
@@ -12,30 +13,28 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/wire_format_lite.h"
 
 namespace partplan {
 namespace cli {
 namespace {
 
-enum class WireFormat { kJson, kBinary };
+}  // namespace
 
-WireFormat DetectFormat(absl::string_view contents,
-                        absl::string_view source_name) {
-  if (absl::EndsWithIgnoreCase(source_name, ".json")) return WireFormat::kJson;
+bool IsJsonSource(absl::string_view contents, absl::string_view source_name) {
+  if (absl::EndsWithIgnoreCase(source_name, ".json")) return true;
   for (absl::string_view extension : {".pb", ".bin", ".binpb"}) {
-    if (absl::EndsWithIgnoreCase(source_name, extension)) {
-      return WireFormat::kBinary;
-    }
+    if (absl::EndsWithIgnoreCase(source_name, extension)) return false;
   }
   // A binary message starting with '{' (field 15, wire type 3) would be a
   // deprecated group, which proto3 messages never contain.
   absl::string_view text = absl::StripLeadingAsciiWhitespace(contents);
-  return !text.empty() && text.front() == '{' ? WireFormat::kJson
-                                              : WireFormat::kBinary;
+  return !text.empty() && text.front() == '{';
 }
 
-absl::Status ReadError(absl::string_view path, int error_number) {
+absl::Status FileReadError(absl::string_view path, int error_number) {
   const std::string message =
       absl::StrCat("cannot read '", path, "': ", std::strerror(error_number));
   switch (error_number) {
@@ -48,13 +47,11 @@ absl::Status ReadError(absl::string_view path, int error_number) {
   }
 }
 
-}  // namespace
-
 // stdio rather than iostreams because it reports why a read failed (errno),
 // e.g. EISDIR for a directory, which an ifstream opens without complaint.
 absl::StatusOr<std::string> ReadFile(absl::string_view path) {
   std::FILE* file = std::fopen(std::string(path).c_str(), "rb");
-  if (file == nullptr) return ReadError(path, errno);
+  if (file == nullptr) return FileReadError(path, errno);
   std::string contents;
   char chunk[1 << 16];
   size_t read;
@@ -63,8 +60,19 @@ absl::StatusOr<std::string> ReadFile(absl::string_view path) {
   }
   const int read_errno = std::ferror(file) ? errno : 0;
   std::fclose(file);
-  if (read_errno != 0) return ReadError(path, read_errno);
+  if (read_errno != 0) return FileReadError(path, read_errno);
   return contents;
+}
+
+bool WellFormedAtTopLevel(google::protobuf::io::ZeroCopyInputStream* input) {
+  google::protobuf::io::CodedInputStream coded(input);
+  coded.SetTotalBytesLimit(INT_MAX);
+  while (true) {
+    const uint32_t tag = coded.ReadTag();
+    // 0 at the end of the bytes, or a zero tag, which no message holds.
+    if (tag == 0) return coded.ConsumedEntireMessage();
+    if (!google::protobuf::internal::WireFormatLite::SkipField(&coded, tag)) return false;
+  }
 }
 
 std::unique_ptr<google::protobuf::Message> NewMessage(
@@ -85,7 +93,7 @@ absl::Status ReadMessageFile(absl::string_view path,
   if (path == "-") {
     const std::string contents(std::istreambuf_iterator<char>(standard_input),
                                {});
-    if (standard_input.bad()) return ReadError("<stdin>", errno);
+    if (standard_input.bad()) return FileReadError("<stdin>", errno);
     return ParseMessage(contents, "<stdin>", message);
   }
   absl::StatusOr<std::string> file_contents = ReadFile(path);
@@ -98,7 +106,7 @@ absl::Status ParseMessage(absl::string_view contents,
                           google::protobuf::Message* message) {
   const std::string& type = message->GetDescriptor()->full_name();
   message->Clear();
-  if (DetectFormat(contents, source_name) == WireFormat::kJson) {
+  if (IsJsonSource(contents, source_name)) {
     google::protobuf::util::JsonParseOptions options;
     options.ignore_unknown_fields = false;
     const auto status = google::protobuf::util::JsonStringToMessage(

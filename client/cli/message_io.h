@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/zero_copy_stream.h"
 #include "google/protobuf/message.h"
 
 namespace partplan {
@@ -30,6 +31,20 @@ namespace cli {
 // The whole of the file at `path`. NOT_FOUND / PERMISSION_DENIED /
 // DATA_LOSS, naming the file, when it cannot be read.
 absl::StatusOr<std::string> ReadFile(absl::string_view path);
+
+// NOT_FOUND / PERMISSION_DENIED / DATA_LOSS naming `path`, for a read that
+// failed with `error_number` (errno).
+absl::Status FileReadError(absl::string_view path, int error_number);
+
+// Whether `contents` from `source_name` are proto3 JSON rather than binary:
+// by the extension, else by a leading '{' (see above).
+bool IsJsonSource(absl::string_view contents, absl::string_view source_name);
+
+// Whether the bytes of `input` are protobuf's wire format at their top
+// level: tags that parse, and fields that end within the bytes (so a
+// truncated message fails). O(top-level fields): a length-delimited field
+// is skipped, not read.
+bool WellFormedAtTopLevel(google::protobuf::io::ZeroCopyInputStream* input);
 
 // An empty message of the compiled-in type `type`.
 std::unique_ptr<google::protobuf::Message> NewMessage(

@@ -18,6 +18,11 @@
 #include "client/cli/message_io.h"
 #include "client/cli/report_page.h"
 #include "google/protobuf/any.pb.h"
+#include "google/protobuf/io/zero_copy_stream_impl.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/type_resolver.h"
+#include "google/protobuf/util/type_resolver_util.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "google/protobuf/descriptor.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
@@ -230,6 +235,39 @@ std::string FormatResponse(const google::protobuf::Message& response,
       break;
   }
   return MessageToPrettyJson(response);
+}
+
+absl::Status WriteResponseJson(const grpc::ByteBuffer& response,
+                               const google::protobuf::Descriptor& type, std::ostream* out) {
+  static constexpr char kTypeUrlPrefix[] = "type.googleapis.com";
+  static google::protobuf::util::TypeResolver* const resolver =
+      google::protobuf::util::NewTypeResolverForDescriptorPool(
+          kTypeUrlPrefix, google::protobuf::DescriptorPool::generated_pool());
+  grpc::ByteBuffer bytes = response;  // a reference to the same slices
+  {
+    // The converter stops quietly at bytes that end early: check first.
+    grpc::ProtoBufferReader check(&bytes);
+    if (!check.status().ok() || !WellFormedAtTopLevel(&check)) {
+      return absl::InternalError(
+          absl::StrCat("the response is not a well-formed ", type.full_name()));
+    }
+  }
+  grpc::ProtoBufferReader reader(&bytes);
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  {
+    // Large blocks: the JSON of a big plan is tens of MB, written in few calls.
+    google::protobuf::io::OstreamOutputStream stream(out, /*block_size=*/1 << 20);
+    const auto status = google::protobuf::util::BinaryToJsonStream(
+        resolver, absl::StrCat(kTypeUrlPrefix, "/", type.full_name()), &reader, &stream,
+        options);
+    if (!status.ok()) {
+      return absl::InternalError(absl::StrCat("the response does not convert to JSON as a ",
+                                              type.full_name(), ": ",
+                                              status.message().as_string()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::string FormatDot(const google::protobuf::Message& response,

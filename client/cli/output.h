@@ -12,11 +12,13 @@
 #ifndef PARTPLAN_CLIENT_CLI_OUTPUT_H_
 #define PARTPLAN_CLIENT_CLI_OUTPUT_H_
 
+#include <ostream>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/status.h"
 #include "partplan/v1/plan.pb.h"
 
@@ -43,6 +45,13 @@ absl::StatusOr<OutputFormat> ParseOutputFormat(absl::string_view name);
 std::string FormatResponse(const google::protobuf::Message& response,
                            OutputFormat format,
                            const google::protobuf::Message* request = nullptr);
+
+// What FormatResponse(kJson) prints for the message of type `type` whose
+// bytes are `response`, written to `*out` as it converts: no message is
+// built, so a large plan costs its JSON and little memory. INTERNAL when the
+// bytes are not a `type`.
+absl::Status WriteResponseJson(const grpc::ByteBuffer& response,
+                               const google::protobuf::Descriptor& type, std::ostream* out);
 
 // The partition DAG (PartitionPlan) or the stage chain (TrainingPlan) of
 // `response` in Graphviz's DOT language; empty when it holds neither.

@@ -1,6 +1,11 @@
 #include "client/cli/planner_client.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <iterator>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -8,11 +13,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "client/cli/message_io.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -126,26 +134,10 @@ grpc::Status CallPlanner(std::shared_ptr<grpc::ChannelInterface> channel,
   if (grpc::Status serialized = SerializeToByteBuffer(request, &request_bytes); !serialized.ok()) {
     return serialized;
   }
-  grpc::ClientContext context;
-  SetUpCallContext(options, &context);
-  const std::string path =
-      absl::StrCat("/", method.service()->full_name(), "/", method.name());
-
-  grpc::GenericStub stub(std::move(channel));
   grpc::ByteBuffer response_bytes;
-  grpc::Status result;
-  absl::Notification done;
-  stub.UnaryCall(&context, path, grpc::StubOptions(), &request_bytes, &response_bytes,
-                 [&result, &done](grpc::Status status) {
-                   result = std::move(status);
-                   done.Notify();
-                 });
-  done.WaitForNotification();
+  const grpc::Status result =
+      CallPlannerBytes(std::move(channel), method, request_bytes, options, &response_bytes);
   if (!result.ok()) return result;
-  if (!response_bytes.Valid()) {
-    return grpc::Status(grpc::StatusCode::INTERNAL,
-                        absl::StrCat(method.full_name(), " ended OK without a response message"));
-  }
   grpc::ProtoBufferReader reader(&response_bytes);
   if (!reader.status().ok() || !response->ParseFromZeroCopyStream(&reader)) {
     return grpc::Status(grpc::StatusCode::INTERNAL,
@@ -156,5 +148,100 @@ grpc::Status CallPlanner(std::shared_ptr<grpc::ChannelInterface> channel,
   return result;
 }
 
+grpc::Status CallPlannerBytes(std::shared_ptr<grpc::ChannelInterface> channel,
+                              const google::protobuf::MethodDescriptor& method,
+                              const grpc::ByteBuffer& request,
+                              const ConnectionOptions& options,
+                              grpc::ByteBuffer* response) {
+  grpc::ClientContext context;
+  SetUpCallContext(options, &context);
+  const std::string path =
+      absl::StrCat("/", method.service()->full_name(), "/", method.name());
+  grpc::GenericStub stub(std::move(channel));
+  grpc::Status result;
+  absl::Notification done;
+  stub.UnaryCall(&context, path, grpc::StubOptions(), &request, response,
+                 [&result, &done](grpc::Status status) {
+                   result = std::move(status);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  if (!result.ok()) return result;
+  if (!response->Valid()) {
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        absl::StrCat(method.full_name(), " ended OK without a response message"));
+  }
+  return result;
+}
+
+namespace {
+
+// The file at `path` in one slice: a regular file read straight into a
+// buffer of its size, anything else (a pipe, a device) through ReadFile.
+absl::StatusOr<grpc::Slice> ReadFileSlice(absl::string_view path) {
+  std::FILE* file = std::fopen(std::string(path).c_str(), "rb");
+  if (file == nullptr) return FileReadError(path, errno);
+  struct stat info;
+  if (fstat(fileno(file), &info) != 0 || !S_ISREG(info.st_mode)) {
+    std::fclose(file);
+    absl::StatusOr<std::string> contents = ReadFile(path);
+    if (!contents.ok()) return contents.status();
+    return grpc::Slice(*contents);
+  }
+  const size_t size = static_cast<size_t>(info.st_size);
+  grpc::Slice slice(grpc_slice_malloc(size), grpc::Slice::STEAL_REF);
+  uint8_t* data = const_cast<uint8_t*>(slice.begin());
+  size_t done = 0;
+  while (done < size) {
+    const size_t read = std::fread(data + done, 1, size - done, file);
+    if (read == 0) break;
+    done += read;
+  }
+  const int read_errno = std::ferror(file) ? errno : 0;
+  std::fclose(file);
+  if (read_errno != 0) return FileReadError(path, read_errno);
+  if (done != size) return FileReadError(path, EIO);  // it shrank while read
+  return slice;
+}
+
+}  // namespace
+
+absl::StatusOr<grpc::ByteBuffer> ReadRequestBytes(absl::string_view path,
+                                                  std::istream& standard_input,
+                                                  const google::protobuf::Descriptor& type) {
+  if (path.empty()) {
+    return absl::InvalidArgumentError("no file given (use a path, or '-' for stdin)");
+  }
+  const std::string source = path == "-" ? "<stdin>" : std::string(path);
+  grpc::Slice contents;
+  if (path == "-") {
+    const std::string read(std::istreambuf_iterator<char>(standard_input), {});
+    if (standard_input.bad()) return FileReadError(source, errno);
+    contents = grpc::Slice(read);
+  } else {
+    absl::StatusOr<grpc::Slice> read = ReadFileSlice(path);
+    if (!read.ok()) return read.status();
+    contents = *std::move(read);
+  }
+  const absl::string_view text(reinterpret_cast<const char*>(contents.begin()), contents.size());
+  if (IsJsonSource(text, source)) {
+    std::unique_ptr<google::protobuf::Message> message = NewMessage(&type);
+    if (absl::Status status = ParseMessage(text, source, message.get()); !status.ok()) {
+      return status;
+    }
+    grpc::ByteBuffer bytes;
+    if (grpc::Status status = SerializeToByteBuffer(*message, &bytes); !status.ok()) {
+      return absl::InvalidArgumentError(status.error_message());
+    }
+    return bytes;
+  }
+  google::protobuf::io::ArrayInputStream stream(contents.begin(), static_cast<int>(contents.size()));
+  if (contents.size() > static_cast<size_t>(INT_MAX) || !WellFormedAtTopLevel(&stream)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not a valid binary ", type.full_name(),
+                     " (JSON files must end in .json or start with '{')"));
+  }
+  return grpc::ByteBuffer(&contents, 1);
+}
 }  // namespace cli
 }  // namespace partplan

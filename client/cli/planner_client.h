@@ -17,6 +17,7 @@
 #ifndef PARTPLAN_CLIENT_CLI_PLANNER_CLIENT_H_
 #define PARTPLAN_CLIENT_CLI_PLANNER_CLIENT_H_
 
+#include <istream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -106,6 +107,26 @@ grpc::Status CallPlanner(std::shared_ptr<grpc::ChannelInterface> channel,
                          const google::protobuf::Message& request,
                          const ConnectionOptions& options,
                          google::protobuf::Message* response);
+
+// CallPlanner on bytes: `request` must be a serialised message of the
+// method's input type, sent as it is; `*response` receives the response's
+// bytes unparsed. INTERNAL when a call ends OK without a response. What a
+// large request costs the CLI: no parse and no second copy.
+grpc::Status CallPlannerBytes(std::shared_ptr<grpc::ChannelInterface> channel,
+                              const google::protobuf::MethodDescriptor& method,
+                              const grpc::ByteBuffer& request,
+                              const ConnectionOptions& options,
+                              grpc::ByteBuffer* response);
+
+// The request in the file at `path` ("-": `standard_input`) as bytes to send
+// to a method taking `type`. A binary file is sent as read, into one buffer:
+// it is checked only to be well-formed protobuf at its top level (each
+// field's tag, and each length within the file), and the server reports
+// what else is wrong, naming the field. A JSON file (message_io.h decides
+// which) is parsed into `type` and serialised. Errors as ReadMessageFile's.
+absl::StatusOr<grpc::ByteBuffer> ReadRequestBytes(absl::string_view path,
+                                                  std::istream& standard_input,
+                                                  const google::protobuf::Descriptor& type);
 
 }  // namespace cli
 }  // namespace partplan

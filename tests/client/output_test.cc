@@ -2,6 +2,7 @@
 // google.rpc.BadRequest details.
 #include "client/cli/output.h"
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -10,7 +11,9 @@
 #include "google/protobuf/text_format.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/error_details.h"
+#include "grpcpp/support/slice.h"
 #include "gtest/gtest.h"
 #include "partplan/v1/planner_service.pb.h"
 
@@ -120,6 +123,24 @@ TEST(FormatPlanTableTest, ShowsMissingLatenciesAsDashes) {
       Lines(FormatPlanTable(response.plan()));
   EXPECT_THAT(lines, Contains("  0   3      4.4 MiB  0        -"));
   EXPECT_THAT(lines, Contains("  critical path latency    -"));
+}
+
+// The JSON written from a response's bytes is what the message would print.
+TEST(WriteResponseJsonTest, WritesWhatFormatResponsePrints) {
+  const v1::PartitionGraphResponse response = CannedResponse();
+  const std::string serialized = response.SerializeAsString();
+  grpc::Slice slice(serialized);
+  const grpc::ByteBuffer bytes(&slice, 1);
+  std::ostringstream out;
+  ASSERT_TRUE(WriteResponseJson(bytes, *v1::PartitionGraphResponse::descriptor(), &out).ok());
+  EXPECT_EQ(out.str(), FormatResponse(response, OutputFormat::kJson));
+
+  grpc::Slice junk(std::string("\x0a\x10short"));
+  std::ostringstream ignored;
+  EXPECT_EQ(WriteResponseJson(grpc::ByteBuffer(&junk, 1),
+                              *v1::PartitionGraphResponse::descriptor(), &ignored)
+                .code(),
+            absl::StatusCode::kInternal);
 }
 
 TEST(FormatPlanTableTest, ListsTheNotesAfterTheSummary) {

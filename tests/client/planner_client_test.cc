@@ -3,9 +3,13 @@
 // calls are tested end to end in cli_test.cc.)
 #include "client/cli/planner_client.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
@@ -15,6 +19,8 @@
 namespace partplan {
 namespace cli {
 namespace {
+
+using ::testing::HasSubstr;
 
 std::string Contents(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
@@ -68,6 +74,75 @@ TEST(SerializeToByteBufferTest, ReplacesWhatTheBufferHeld) {
   ASSERT_TRUE(SerializeToByteBuffer(request, &buffer).ok());
   ASSERT_TRUE(SerializeToByteBuffer(request, &buffer).ok());
   EXPECT_EQ(Contents(buffer), request.SerializeAsString());
+}
+
+// A file in the test's temporary directory holding `contents`.
+std::string WriteTemp(const std::string& name, const std::string& contents) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/", name);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << contents;
+  return path;
+}
+
+// A binary request is sent exactly as read: not parsed, not re-serialised.
+TEST(ReadRequestBytesTest, SendsABinaryFileAsRead) {
+  v1::ValidateRequest request;
+  request.mutable_graph()->add_nodes()->set_name("x");
+  request.mutable_devices()->add_devices()->set_available_memory_bytes(1 << 20);
+  // `devices` (field 2) before the whole request, then an unknown field 127:
+  // bytes a parse and re-serialisation would reorder and merge.
+  const std::string devices = request.devices().SerializeAsString();
+  const std::string wire = std::string("\x12") + static_cast<char>(devices.size()) + devices +
+                           request.SerializeAsString() + std::string("\xf8\x07\x01");
+  std::istringstream unused;
+  const absl::StatusOr<grpc::ByteBuffer> read =
+      ReadRequestBytes(WriteTemp("request.pb", wire), unused, *v1::ValidateRequest::descriptor());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(Contents(*read), wire);
+}
+
+TEST(ReadRequestBytesTest, ParsesAndSerialisesJson) {
+  std::istringstream in(R"({"graph": {"nodes": [{"name": "x"}]}})");
+  const absl::StatusOr<grpc::ByteBuffer> read =
+      ReadRequestBytes("-", in, *v1::ValidateRequest::descriptor());
+  ASSERT_TRUE(read.ok()) << read.status();
+  v1::ValidateRequest expected;
+  expected.mutable_graph()->add_nodes()->set_name("x");
+  EXPECT_EQ(Contents(*read), expected.SerializeAsString());
+
+  std::istringstream typo(R"({"graf": {}})");
+  const absl::StatusOr<grpc::ByteBuffer> bad =
+      ReadRequestBytes("-", typo, *v1::ValidateRequest::descriptor());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("not a valid JSON partplan.v1.ValidateRequest"));
+}
+
+// What is not protobuf at its top level is refused without a call: a
+// length past the end, a bad tag; and unreadable files say why.
+TEST(ReadRequestBytesTest, RefusesBytesThatAreNotProtobuf) {
+  std::istringstream unused;
+  for (const std::string& wire : {std::string("\x0a\x10short"), std::string("\x00\x01", 2),
+                                  std::string("\x0a")}) {
+    const absl::StatusOr<grpc::ByteBuffer> read = ReadRequestBytes(
+        WriteTemp("bad.pb", wire), unused, *v1::ValidateRequest::descriptor());
+    ASSERT_FALSE(read.ok()) << absl::CEscape(wire);
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(read.status().message(), HasSubstr("not a valid binary partplan.v1.ValidateRequest"));
+  }
+  EXPECT_EQ(ReadRequestBytes(WriteTemp("empty.pb", ""), unused,
+                             *v1::ValidateRequest::descriptor())
+                .status()
+                .code(),
+            absl::StatusCode::kOk);
+  EXPECT_EQ(ReadRequestBytes("/nonexistent/request.pb", unused,
+                             *v1::ValidateRequest::descriptor())
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadRequestBytes(::testing::TempDir(), unused, *v1::ValidateRequest::descriptor())
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
 }
 
 }  // namespace
