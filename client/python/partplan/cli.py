@@ -326,7 +326,8 @@ def cmd_call(args) -> int:
     if args.method not in RPCS:
         raise UsageError(f"unknown RPC {args.method!r}; one of {', '.join(RPCS)}")
     try:
-        request = load_message(args.request, RPCS[args.method][1])
+        # A binary request is sent as read; the server checks it.
+        request = load_message(args.request, RPCS[args.method][1], binary_as_bytes=True)
     except InvalidMessageError as e:
         raise UsageError(f"--request {args.request}: {e.message}") from None
     except (OSError, ValueError) as e:

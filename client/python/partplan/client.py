@@ -464,6 +464,7 @@ class Client:
             self.channel = grpc.insecure_channel(
                 target, options=self.channel_options, compression=compression)
         self.stub = pb.PartitionPlannerStub(self.channel)
+        self._bytes_rpcs: Dict[str, Any] = {}
         self._rng = random.Random()
         self._sleep = time.sleep  # tests replace it
 
@@ -513,17 +514,23 @@ class Client:
     def call(self, method: str, request: Message, *, timeout: Optional[float] = None,
              metadata: Iterable[Tuple[str, str]] = (), retry: Optional[RetryPolicy] = None) -> Message:
         """Calls RPC `method` ("PartitionGraph", ...) with `request` (its
-        message, or a dict in proto3 JSON form); returns the response.
-        Raises PartplanError."""
+        message, a dict in proto3 JSON form, or its serialised bytes, sent as
+        they are); returns the response. Raises PartplanError."""
         if method not in RPCS:
             raise ValueError(f"unknown RPC {method!r}; one of {', '.join(RPCS)}")
         _, request_cls, _ = RPCS[method]
-        if isinstance(request, Mapping):
-            request = parse_dict(request, request_cls, method=method)
-        if not isinstance(request, request_cls):
-            raise TypeError(f"{method} takes a {request_cls.DESCRIPTOR.full_name}, "
-                            f"got {type(request).__name__}")
-        rpc = getattr(self.stub, method)
+        if isinstance(request, (bytes, bytearray, memoryview)):
+            # A serialised request is sent as it is: parsing and serialising
+            # again would cost more than the server's work on a large graph.
+            rpc = self._bytes_rpc(method)
+            request = bytes(request)
+        else:
+            if isinstance(request, Mapping):
+                request = parse_dict(request, request_cls, method=method)
+            if not isinstance(request, request_cls):
+                raise TypeError(f"{method} takes a {request_cls.DESCRIPTOR.full_name} (or its "
+                                f"serialised bytes), got {type(request).__name__}")
+            rpc = getattr(self.stub, method)
         policy = self.retry if retry is None else retry
         timeout = self.timeout if timeout is None else timeout
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -550,6 +557,17 @@ class Client:
             if deadline is not None and time.monotonic() + wait >= deadline:
                 raise error
             self._sleep(wait)
+
+    def _bytes_rpc(self, method: str):
+        """The RPC taking its request as serialised bytes, made once."""
+        rpc = self._bytes_rpcs.get(method)
+        if rpc is None:
+            service = pb.planner_service_pb2.DESCRIPTOR.services_by_name["PartitionPlanner"]
+            rpc = self.channel.unary_unary(f"/{service.full_name}/{method}",
+                                           request_serializer=None,
+                                           response_deserializer=RPCS[method][2].FromString)
+            self._bytes_rpcs[method] = rpc
+        return rpc
 
     # -- one method per RPC ------------------------------------------------
 

@@ -129,13 +129,17 @@ def _locate_error(doc: Any, cls: Type[Message], path: str, error: Exception) -> 
     return path, _describe(error)  # no one field: e.g. two members of a oneof
 
 
-def load_message(path: str, cls: Type[Message]) -> Message:
+def load_message(path: str, cls: Type[Message], *, binary_as_bytes: bool = False):
     """Reads a message of type cls from proto3 JSON (.json, or text that
-    parses as JSON) or binary."""
+    parses as JSON) or binary. With binary_as_bytes, a binary file is
+    returned as its bytes, unparsed (Client.call sends bytes as they are)."""
     with open(path, "rb") as f:
         data = f.read()
     message = cls()
-    if is_json_path(path) or data.lstrip()[:1] == b"{":
+    json_file = is_json_path(path) or data.lstrip()[:1] == b"{"
+    if binary_as_bytes and not json_file:
+        return data
+    if json_file:
         try:
             doc = json.loads(data.decode("utf-8"))
         except ValueError as e:
