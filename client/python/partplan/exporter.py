@@ -67,6 +67,7 @@ encoding.
 
 import builtins
 import contextlib
+import functools
 import io
 import math
 import operator
@@ -82,6 +83,7 @@ from torch.fx.node import Node
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 
 from . import flops as flops_mod
+from . import graph_io
 from . import training_costs
 from .messages import Graph
 
@@ -376,22 +378,31 @@ def tensor_metas(meta) -> List[Dict[str, Any]]:
 
 def element_size(meta: TensorMetadata) -> int:
     """Bytes per element, as torch.fx's get_size_of_node takes it."""
-    if meta.is_quantized:
-        return torch._empty_affine_quantized([], dtype=meta.dtype).element_size()
-    return torch.tensor([], dtype=meta.dtype).element_size()
+    return _element_size(meta.dtype, meta.is_quantized)
 
 
-def node_sizes(gm: torch.fx.GraphModule, node: Node, modules: Dict[str, nn.Module]) -> Tuple[int, int]:
+@functools.lru_cache(maxsize=None)
+def _element_size(dtype: torch.dtype, quantized: bool) -> int:
+    # A tensor per node would cost more than the rest of its encoding.
+    if quantized:
+        return torch._empty_affine_quantized([], dtype=dtype).element_size()
+    return torch.tensor([], dtype=dtype).element_size()
+
+
+def node_sizes(gm: torch.fx.GraphModule, node: Node, modules: Dict[str, nn.Module],
+               parameter_count: Optional[int] = None) -> Tuple[int, int]:
     """(output bytes, total bytes): torch.fx's get_size_of_node where it
-    works, and the server's rule for tuple and non-tensor outputs."""
+    works, and the server's rule for tuple and non-tensor outputs.
+    parameter_count: a call_module node's, when already counted."""
     metas = _flatten_metas(node.meta.get("tensor_meta"))
     if not metas:
         return 0, 0
     output = sum(element_size(m) * m.shape.numel() for m in metas)
     total = output
     if node.op == "call_module":
-        params = sum(p.numel() for _, p in modules[node.target].named_parameters())
-        total += params * element_size(metas[0])
+        if parameter_count is None:
+            parameter_count = _parameter_totals(modules[node.target])[0]
+        total += parameter_count * element_size(metas[0])
     return output, total
 
 
@@ -402,9 +413,22 @@ def resolve_attr(root: nn.Module, target: str):
     return obj
 
 
-def _parameter_totals(module: nn.Module) -> Tuple[int, int]:
-    params = list(module.parameters())
-    return sum(p.numel() for p in params), sum(p.numel() * p.element_size() for p in params)
+def _parameter_totals(module: nn.Module, cache: Optional[Dict[int, Tuple[int, int]]] = None
+                      ) -> Tuple[int, int]:
+    """(parameters, their bytes) of `module` and its submodules; `cache`, by
+    id(module), shares the count between a node and the module list."""
+    key = id(module)
+    if cache is not None and key in cache:
+        return cache[key]
+    if module._modules:
+        params = list(module.parameters())
+    else:
+        # A leaf's own parameters (once each), without parameters()'s walk.
+        params = list({id(p): p for p in module._parameters.values() if p is not None}.values())
+    totals = sum(p.numel() for p in params), sum(p.numel() * p.element_size() for p in params)
+    if cache is not None:
+        cache[key] = totals
+    return totals
 
 
 def encode_node(
@@ -415,8 +439,11 @@ def encode_node(
     sizes: bool = True,
     flops: bool = True,
     training: bool = False,
+    parameter_totals: Optional[Dict[int, Tuple[int, int]]] = None,
 ) -> Dict[str, Any]:
-    """One node as a proto3 JSON dict of partplan.v1.Node. training: fill
+    """One node as a proto3 JSON dict of partplan.v1.Node. parameter_totals:
+    a cache of each module's parameter count and bytes, shared by the nodes
+    of one graph. training: fill
     `training` from node.meta["saved_activation_bytes"] and
     node.meta["resaved_storages"] (which
     training_costs.measure_saved_activations records) and, with flops, the
@@ -443,15 +470,16 @@ def encode_node(
     outs = tensor_metas(node.meta.get("tensor_meta"))
     if outs:
         d["outputs"] = outs
+    parameters = (_parameter_totals(modules[node.target], parameter_totals)
+                  if node.op == "call_module" else None)
     if sizes and node.op != "output":
-        output, total = node_sizes(gm, node, modules)
+        output, total = node_sizes(gm, node, modules,
+                                   parameter_count=parameters[0] if parameters else None)
         d["sizeBytes"] = {"totalBytes": str(total), "outputBytes": str(output)}
     if node.op == "call_module":
-        sub = modules[node.target]
-        named = [p for _, p in sub.named_parameters()]
-        d["parameterCount"] = str(sum(p.numel() for p in named))
-        d["parameterBytes"] = str(sum(p.numel() * p.element_size() for p in named))
-        d["moduleType"] = module_type_name(sub)
+        d["parameterCount"] = str(parameters[0])
+        d["parameterBytes"] = str(parameters[1])
+        d["moduleType"] = module_type_name(modules[node.target])
     elif node.op == "get_attr":
         attr = resolve_attr(gm, node.target)
         if isinstance(attr, torch.Tensor):
@@ -480,11 +508,12 @@ def encode_node(
     return d
 
 
-def encode_modules(root: nn.Module) -> List[Dict[str, Any]]:
+def encode_modules(root: nn.Module, parameter_totals: Optional[Dict[int, Tuple[int, int]]] = None
+                   ) -> List[Dict[str, Any]]:
     """The module hierarchy (named_modules(): parents before children)."""
     out = []
     for qualified_name, module in root.named_modules():
-        count, nbytes = _parameter_totals(module)
+        count, nbytes = _parameter_totals(module, parameter_totals)
         entry: Dict[str, Any] = {"moduleType": module_type_name(module)}
         if qualified_name:
             entry = {"qualifiedName": qualified_name, **entry}
@@ -515,17 +544,18 @@ def graph_to_dict(
     recorded in node.meta (ValueError when they are missing), and the
     backward FLOPs when flops is set."""
     submodules = dict(gm.named_modules())
+    totals: Dict[int, Tuple[int, int]] = {}
     d: Dict[str, Any] = {}
     if name:
         d["name"] = name
     d["nodes"] = [encode_node(gm, n, modules=submodules, sizes=sizes, flops=flops,
-                              training=training)
+                              training=training, parameter_totals=totals)
                   for n in gm.graph.nodes]
     if modules:
         if root is None:
             ref = _TRACED_ROOTS.get(gm)
             root = ref() if ref is not None else None
-        d["modules"] = encode_modules(root if root is not None else gm)
+        d["modules"] = encode_modules(root if root is not None else gm, totals)
     return d
 
 
@@ -592,7 +622,7 @@ def export(
         name = type(source).__name__
     doc = graph_to_dict(gm, name=name, flops=flops, modules=modules, root=root,
                         training=training)
-    return json_format.ParseDict(doc, Graph())
+    return graph_io.message_from_dict(doc, Graph())
 
 
 # ---------------------------------------------------------------------------
@@ -685,4 +715,4 @@ def export_aten(
         with torch.no_grad():
             _run_shape_prop(gm, flat_args)
     doc = graph_to_dict(gm, name=name or f"{type(module).__name__}_aten", flops=flops, modules=False)
-    return AtenExport(json_format.ParseDict(doc, Graph()), roles, gm, parameter_names)
+    return AtenExport(graph_io.message_from_dict(doc, Graph()), roles, gm, parameter_names)
