@@ -10,10 +10,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "grpc/grpc.h"
 #include "client/cli/cli.h"
 #include "client/cli/flags.h"
 
 int main(int argc, char** argv) {
+  // gRPC stays initialised until the process ends. Otherwise the channel's
+  // destruction shuts it down, and that shutdown waits (up to 10 s) for
+  // connections still closing in the background, which a process about to
+  // exit has no need to wait for.
+  grpc_init();
   using partplan::cli::kBadInputExitCode;
   const std::vector<std::string> args(argv + 1, argv + argc);
   absl::StatusOr<partplan::cli::CommandLine> command_line =

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The clients against the server's own time: the C++ CLI (`partplan call`)
+# and the Python client (`Client.call` with the request's bytes), each on a
+# 10^6-node request, timed from outside (wall time and peak RSS) and set
+# beside the duration the server logs for the same call (its x-request-id).
+# The server runs with the plan cache off, so every call is planned.
+#
+#   tools/client_bench.sh            # 10^6 nodes, 3 runs of each
+#   tools/client_bench.sh 100000 5   # 10^5 nodes, 5 runs
+#
+# Prints one line per client and call: median wall time, the server's median
+# duration, their ratio, peak RSS and its ratio to the request's size. The
+# targets (issue #28): wall time at most 2x the server's for Validate and 3x
+# for PartitionGraph with JSON output; RSS at most 2x the request.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+nodes=${1:-1000000}
+runs=${2:-3}
+python=${PARTPLAN_PYTHON:-/usr/bin/python3}
+bazel build --config=opt //server:partplan_server //client/cli:partplan //tests/bench:write_request
+bin=$(bazel info --config=opt bazel-bin 2>/dev/null)
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+  [[ -n "$server_pid" ]] && kill -TERM "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$bin/tests/bench/write_request" "$nodes" 8 "$work/partition_graph.pb" >/dev/null
+"$bin/tests/bench/write_request" "$nodes" 8 "$work/partition_graph_by_index.pb" indices >/dev/null
+# Validate takes the same graph and devices (fields 1 and 2 of both requests).
+PYTHONPATH=client/python "$python" - "$work" <<'EOF'
+import sys
+import partplan
+work = sys.argv[1]
+with open(f"{work}/partition_graph.pb", "rb") as f:
+    request = partplan.PartitionGraphRequest.FromString(f.read())
+with open(f"{work}/validate.pb", "wb") as f:
+    f.write(partplan.ValidateRequest(graph=request.graph, devices=request.devices).SerializeToString())
+EOF
+
+port=$(PYTHONPATH=client/python "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$bin/server/partplan_server" --host=127.0.0.1 --port="$port" --metrics_port=-1 \
+  --log_format=json --plan_cache_bytes=0 >"$work/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 100); do
+  grep -q '"serving"' "$work/server.log" && break
+  sleep 0.1
+done
+
+# run ID COMMAND...: wall seconds and peak RSS of one call, tagged ID.
+run() {
+  local id=$1
+  shift
+  /usr/bin/time -f "%e %M" -o "$work/time.$id" "$@" >/dev/null
+  echo "$id $(cat "$work/time.$id")" >>"$work/timings"
+}
+
+for i in $(seq "$runs"); do
+  for rpc in Validate:validate PartitionGraph:partition_graph PartitionGraph:partition_graph_by_index; do
+    method=${rpc%%:*}
+    file=${rpc##*:}
+    run "cli.$file.$i" "$bin/client/cli/partplan" call "$method" --request="$work/$file.pb" \
+      --target="127.0.0.1:$port" --deadline=300s --request_id="cli.$file.$i"
+    run "python.$file.$i" env PYTHONPATH=client/python "$python" -c '
+import sys, partplan
+method, path, target, request_id = sys.argv[1:]
+with open(path, "rb") as f:
+    data = f.read()
+with partplan.Client(target, timeout=300) as client:
+    client.call(method, data, metadata=[("x-request-id", request_id)])
+' "$method" "$work/$file.pb" "127.0.0.1:$port" "python.$file.$i"
+  done
+done
+
+PYTHONPATH=client/python "$python" - "$work" <<'EOF'
+import json, os, statistics, sys
+work = sys.argv[1]
+server = {}
+with open(f"{work}/server.log") as f:
+    for line in f:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("request_id") and "duration_ms" in entry:
+            server[entry["request_id"]] = float(entry["duration_ms"]) / 1000
+runs = {}
+with open(f"{work}/timings") as f:
+    for line in f:
+        request_id, wall, rss_kb = line.split()
+        client, file, _ = request_id.split(".")
+        runs.setdefault((client, file), []).append((float(wall), int(rss_kb) * 1024, server[request_id]))
+print(f"{'client':7} {'request':26} {'wall s':>7} {'server s':>8} {'ratio':>6} {'RSS MB':>7} {'RSS/req':>7}")
+for (client, file), samples in sorted(runs.items()):
+    wall = statistics.median(s[0] for s in samples)
+    duration = statistics.median(s[2] for s in samples)
+    rss = max(s[1] for s in samples)
+    size = os.path.getsize(f"{work}/{file}.pb")
+    print(f"{client:7} {file:26} {wall:7.2f} {duration:8.2f} {wall / duration:6.1f} "
+          f"{rss / 2**20:7.0f} {rss / size:7.2f}")
+EOF
