@@ -86,6 +86,12 @@ def expected_counts(response) -> tuple:
         return len(plan.partitions), len(plan.device_usage)
     if isinstance(plan, pb.TrainingPlan):
         return len(plan.stages), len(plan.devices)
+    if isinstance(response, pb.ShardGraphResponse):
+        return len(response.shards), 0
+    if isinstance(response, pb.SplitGraphResponse):
+        return len(response.submodules), 0
+    if isinstance(response, pb.BuildPipelineGraphResponse):
+        return len(response.modules), 0
     return 0, 0
 
 
