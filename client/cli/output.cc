@@ -325,6 +325,7 @@ std::string FormatPlanTable(const v1::PartitionPlan& plan) {
 
   std::string text = absl::StrCat("Partitions\n", partitions.Render("  "), "\nDevices\n",
                                   devices.Render("  "), "\nSummary\n", figures.Render("  "));
+  if (!summary.bound().empty()) absl::StrAppend(&text, "\nBound\n  ", summary.bound(), "\n");
   if (!summary.notes().empty()) {
     absl::StrAppend(&text, "\nNotes\n");
     for (const std::string& note : summary.notes()) absl::StrAppend(&text, "  - ", note, "\n");

@@ -1,6 +1,8 @@
 #include "planner/api/entry_points.h"
 
 #include <algorithm>
+#include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -8,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "planner/api/plan_bound.h"
 #include "planner/base/status_util.h"
 #include "planner/fx/device_mapping.h"
 #include "planner/fx/partition.h"
@@ -31,16 +34,82 @@
 namespace partplan {
 namespace {
 
+// The figures of the plan the same config makes on `inventory`; nullopt
+// when that inventory or plan is refused (past --max_devices, a mesh the
+// inventory no longer fills): a what-if left out. The token's status when
+// it fires.
+absl::StatusOr<std::optional<PlanFigures>> FiguresOnInventory(
+    const CompactGraph& graph, const v1::DeviceInventory& inventory,
+    const v1::PartitionerConfig& config, const InputLimits& limits,
+    const CancellationToken& token) {
+  absl::StatusOr<DeviceList> devices = ImportDevices(inventory, limits);
+  if (!devices.ok()) return std::nullopt;
+  absl::StatusOr<PartitionerOptions> options =
+      PartitionerOptionsFromConfig(config, graph, *devices, token);
+  absl::StatusOr<PartitionerPlan> plan =
+      options.ok() ? PartitionGraphPlan(graph, *devices, *options, token)
+                   : absl::StatusOr<PartitionerPlan>(options.status());
+  PARTPLAN_RETURN_IF_ERROR(token.Check());
+  if (!plan.ok()) return std::nullopt;
+  return FiguresOf(*plan, *devices);
+}
+
+// PlanSummary.bound of `planned` (plan_bound.h): with, for graphs of at most
+// kMaxNodesForWhatIfs nodes, the same config's plan with one more device
+// like the largest and with every device's memory 10% larger.
+absl::StatusOr<std::string> BoundOf(const CompactGraph& graph,
+                                    const v1::DeviceInventory& inventory,
+                                    const v1::PartitionerConfig& config,
+                                    const InputLimits& limits, const PartitionerPlan& planned,
+                                    const DeviceList& devices, const CancellationToken& token) {
+  const PlanFigures now = FiguresOf(planned, devices);
+  if (now.partitions <= 1 || graph.num_nodes() > kMaxNodesForWhatIfs) {
+    return DescribeBound(now, nullptr, "", nullptr, now.partitions > 1);
+  }
+  int largest = 0;
+  int32_t next_id = 0;
+  for (int d = 0; d < inventory.devices_size(); ++d) {
+    const v1::Device& device = inventory.devices(d);
+    if (device.available_memory_bytes() >
+        inventory.devices(largest).available_memory_bytes()) {
+      largest = d;
+    }
+    next_id = std::max(next_id, device.logical_id() + 1);
+  }
+  v1::DeviceInventory one_more = inventory;
+  v1::Device* added = one_more.add_devices();
+  *added = inventory.devices(largest);
+  added->set_name(absl::StrCat(added->name(), "+1"));
+  added->set_logical_id(next_id);
+  PARTPLAN_ASSIGN_OR_RETURN(const std::optional<PlanFigures> with_one_more,
+                            FiguresOnInventory(graph, one_more, config, limits, token));
+  v1::DeviceInventory more_memory = inventory;
+  for (v1::Device& device : *more_memory.mutable_devices()) {
+    const int64_t bytes = device.available_memory_bytes();
+    device.set_available_memory_bytes(bytes > std::numeric_limits<int64_t>::max() / 11 * 10
+                                          ? std::numeric_limits<int64_t>::max()
+                                          : bytes + bytes / 10);
+  }
+  PARTPLAN_ASSIGN_OR_RETURN(const std::optional<PlanFigures> with_more_memory,
+                            FiguresOnInventory(graph, more_memory, config, limits, token));
+  return DescribeBound(now, with_one_more ? &*with_one_more : nullptr,
+                       inventory.devices(largest).name(),
+                       with_more_memory ? &*with_more_memory : nullptr, false);
+}
+
 // Partitions the imported graph as `config` asks: the inventory imported
-// once, the config validated into options, the plan written by node index.
+// once, the config validated into options, the plan written by node index,
+// what bounds it said.
 absl::Status PartitionImported(const CompactGraph& graph, const v1::DeviceInventory& inventory,
                                const v1::PartitionerConfig& config, const InputLimits& limits,
                                const CancellationToken& token, v1::PartitionPlan* plan) {
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(inventory, limits));
   PARTPLAN_ASSIGN_OR_RETURN(const PartitionerOptions options,
                             PartitionerOptionsFromConfig(config, graph, devices, token));
-  PARTPLAN_ASSIGN_OR_RETURN(const PartitionerPlan planned,
+  PARTPLAN_ASSIGN_OR_RETURN(PartitionerPlan planned,
                             PartitionGraphPlan(graph, devices, options, token));
+  PARTPLAN_ASSIGN_OR_RETURN(planned.bound,
+                            BoundOf(graph, inventory, config, limits, planned, devices, token));
   return WritePartitionPlan(graph, devices, planned, token, plan);
 }
 
@@ -297,6 +366,60 @@ absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& gra
   return absl::OkStatus();
 }
 
+// The first plan found (no search) for `problem` changed by `change`: its
+// step, or found false when it made none. The token's status when it fires.
+template <typename Change>
+absl::StatusOr<TrainingWhatIf> FirstTrainingPlan(const TrainingProblem& problem, Change change,
+                                                const CancellationToken& token) {
+  StageSearchOptions options = problem.options.search;
+  options.max_search_nodes = 0;
+  std::vector<TrainingDevice> devices = problem.devices;
+  change(&options, &devices);
+  absl::StatusOr<TrainingStagePlan> plan =
+      PlanTrainingStages(options, problem.chain, devices, token);
+  PARTPLAN_RETURN_IF_ERROR(token.Check());
+  TrainingWhatIf result;
+  result.found = plan.ok();
+  if (plan.ok()) result.step_seconds = plan->step_seconds;
+  return result;
+}
+
+// TrainingPlan.bound (plan_bound.h): with, below kMaxTrainingWorkForWhatIfs,
+// the first plans found with 10% more memory and with one more device like
+// the last.
+absl::StatusOr<std::string> TrainingBoundOf(const TrainingProblem& problem,
+                                            const TrainingStagePlan& plan,
+                                            const CancellationToken& token) {
+  const int64_t work = static_cast<int64_t>(problem.chain.items.size()) *
+                       problem.options.search.schedule.stages();
+  if (work > kMaxTrainingWorkForWhatIfs) {
+    return DescribeTrainingBound(plan, problem.devices, nullptr, nullptr, "", true);
+  }
+  PARTPLAN_ASSIGN_OR_RETURN(
+      const TrainingWhatIf more_memory,
+      FirstTrainingPlan(
+          problem,
+          [](StageSearchOptions*, std::vector<TrainingDevice>* devices) {
+            for (TrainingDevice& device : *devices) device.memory_bytes *= 1.1;
+          },
+          token));
+  PARTPLAN_ASSIGN_OR_RETURN(
+      const TrainingWhatIf one_more,
+      FirstTrainingPlan(
+          problem,
+          [](StageSearchOptions* options, std::vector<TrainingDevice>* devices) {
+            // The new device takes the last one's place in the ring (its link
+            // to the first); the link into it is as fast as the one before.
+            const size_t last = devices->size() - 1;
+            devices->push_back((*devices)[last]);
+            if (last > 0) (*devices)[last].link_bytes_per_second = (*devices)[last - 1].link_bytes_per_second;
+            ++options->schedule.devices;
+          },
+          token));
+  return DescribeTrainingBound(plan, problem.devices, &more_memory, &one_more,
+                               problem.devices.back().name, false);
+}
+
 absl::Status PlanTraining(const v1::PlanTrainingRequest& request, const GraphSource& graph_source,
                           const InputLimits& limits, const CancellationToken& token,
                           v1::PlanTrainingResponse* response) {
@@ -309,7 +432,10 @@ absl::Status PlanTraining(const v1::PlanTrainingRequest& request, const GraphSou
   PARTPLAN_ASSIGN_OR_RETURN(
       const TrainingStagePlan plan,
       PlanTrainingStages(problem.options.search, problem.chain, problem.devices, token));
-  return TrainingPlanResponseFromPlan(graph, devices, problem, plan, token, response);
+  PARTPLAN_RETURN_IF_ERROR(TrainingPlanResponseFromPlan(graph, devices, problem, plan, token, response));
+  PARTPLAN_ASSIGN_OR_RETURN(*response->mutable_plan()->mutable_bound(),
+                            TrainingBoundOf(problem, plan, token));
+  return absl::OkStatus();
 }
 
 }  // namespace partplan

@@ -46,6 +46,8 @@ struct PartitionerPlan {
   std::vector<DeviceLoad> holdings;  // per device, DeviceHoldings
   // PlanSummary.notes: what the figures do not say, one sentence each.
   std::vector<std::string> notes;
+  // PlanSummary.bound: what bounds the plan (the entry point says it).
+  std::string bound;
 };
 
 absl::StatusOr<PartitionerPlan> PartitionGraphPlan(const CompactGraph& graph,

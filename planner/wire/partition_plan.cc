@@ -97,6 +97,7 @@ absl::Status WritePartitionPlan(const CompactGraph& graph, const DeviceList& dev
   summary->set_cross_partition_bytes(cross_bytes);
   summary->set_critical_path_latency_seconds(latency.critical_path_seconds);
   *summary->mutable_notes() = {planned.notes.begin(), planned.notes.end()};
+  summary->set_bound(planned.bound);
   return absl::OkStatus();
 }
 

@@ -143,13 +143,16 @@ TEST(WriteResponseJsonTest, WritesWhatFormatResponsePrints) {
             absl::StatusCode::kInternal);
 }
 
-TEST(FormatPlanTableTest, ListsTheNotesAfterTheSummary) {
+TEST(FormatPlanTableTest, SaysTheBoundAndListsTheNotesAfterTheSummary) {
   v1::PartitionGraphResponse response = CannedResponse();
   EXPECT_THAT(Lines(FormatPlanTable(response.plan())), Not(Contains("Notes")));
   response.mutable_plan()->mutable_summary()->add_notes("KL_BASED had nothing to minimise.");
+  response.mutable_plan()->mutable_summary()->set_bound("Partition 1 takes longest.");
   const std::vector<std::string> lines = Lines(FormatPlanTable(response.plan()));
   EXPECT_THAT(lines, Contains("Notes"));
   EXPECT_THAT(lines, Contains("  - KL_BASED had nothing to minimise."));
+  EXPECT_THAT(lines, Contains("Bound"));
+  EXPECT_THAT(lines, Contains("  Partition 1 takes longest."));
 }
 
 TEST(FormatPlanTableTest, CountsNodesGivenByIndex) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/base/status_util.h"
 #include "planner/training/training_chain.h"
@@ -15,6 +16,8 @@
 
 namespace partplan {
 namespace {
+
+using ::testing::HasSubstr;
 
 v1::Graph Chain() {
   return TestGraph()
@@ -122,6 +125,47 @@ TEST(EntryPointsTest, LatencyPlannersSayWhenEveryLatencyIsZero) {
     EXPECT_TRUE(notes(mode, false, {1000}).empty()) << mode;
   }
   EXPECT_TRUE(notes(v1::PartitionerConfig::SIZE_BASED, false, {70, 70, 70}).empty());
+}
+
+// PlanSummary.bound says what bounds the plan and what more devices or
+// memory would change, from plans made again on those inventories.
+TEST(EntryPointsTest, PartitionPlansSayWhatBoundsThem) {
+  CancellationToken token;
+  const auto bound = [&](bool latencies, std::vector<int64_t> memory) {
+    v1::PartitionGraphRequest request;
+    *request.mutable_graph() = TestGraph()
+                                   .Placeholder("x", 10)
+                                   .Op("a", {"x"}, 50, 10)
+                                   .Op("b", {"a"}, 50, 10)
+                                   .Op("c", {"b"}, 50, 10)
+                                   .Output({"c"})
+                                   .Build();
+    if (latencies) {
+      double seconds = 0.001;
+      for (v1::Node& node : *request.mutable_graph()->mutable_nodes()) {
+        node.mutable_latency()->set_compute_latency_seconds(seconds);
+        seconds *= 2;
+      }
+    }
+    *request.mutable_devices() = TestDevices(memory);
+    v1::PartitionGraphResponse response;
+    const absl::Status status = PartitionGraph(request, InputLimits(), token, &response);
+    EXPECT_TRUE(status.ok()) << status;
+    return response.plan().summary().bound();
+  };
+  // Two nodes and their input (110 B) fit 10% more memory than 105 B.
+  const std::string with_latencies = bound(true, {105, 105, 105, 105});
+  EXPECT_THAT(with_latencies, HasSubstr("takes longest"));
+  EXPECT_THAT(with_latencies, HasSubstr("the critical path takes"));
+  EXPECT_THAT(with_latencies, HasSubstr("is the fullest device, at"));
+  EXPECT_THAT(with_latencies, HasSubstr("One more device like dev0 gives"));
+  EXPECT_THAT(with_latencies, HasSubstr("10% more memory on every device gives"));
+  EXPECT_THAT(with_latencies,
+              HasSubstr("10% more memory on every device gives 2 partitions (3 now)"));
+  const std::string without = bound(false, {70, 70, 70, 70});
+  EXPECT_THAT(without, HasSubstr("is the largest ("));
+  EXPECT_THAT(without, HasSubstr("no node has a latency"));
+  EXPECT_THAT(bound(false, {1000}), HasSubstr("The graph fits one device: dev0 holds it at"));
 }
 
 // BALANCED stages take the inventory: --max_devices holds for it too.
@@ -420,6 +464,31 @@ TEST(EntryPointsTest, PlanTrainingKeepsPinsAndSaysWhichMovesBreakThem) {
     EXPECT_FALSE(plan.cuts(stage).earlier().possible());
     EXPECT_FALSE(plan.cuts(stage).later().possible());
   }
+}
+
+// TrainingPlan.bound names the busiest stage and the device nearest its
+// memory, and what 10% more memory or one more device would give.
+TEST(EntryPointsTest, PlanTrainingSaysWhatBoundsIt) {
+  CancellationToken token;
+  const absl::StatusOr<v1::PlanTrainingResponse> ample =
+      PlanTraining(TrainingRequest(), InputLimits(), token);
+  ASSERT_TRUE(ample.ok()) << ample.status();
+  const std::string& bound = ample->plan().bound();
+  EXPECT_THAT(bound, HasSubstr("is the busiest, "));
+  EXPECT_THAT(bound, HasSubstr("is nearest its memory, at "));
+  // Memory binds nowhere; a fifth device takes work off the busiest.
+  EXPECT_THAT(bound, HasSubstr("10% more memory on every device gives no faster plan"));
+  EXPECT_THAT(bound, HasSubstr("one more device like dev3 gives a step of at most "));
+  // With 34,000 bytes a device, memory binds: 10% more admits a faster plan.
+  v1::PlanTrainingRequest request = TrainingRequest();
+  *request.mutable_devices() = TestDevices({34000, 34000, 34000, 34000});
+  request.mutable_devices()->set_transfer_rate_bytes_per_second(1000);
+  const absl::StatusOr<v1::PlanTrainingResponse> tight = PlanTraining(request, InputLimits(), token);
+  ASSERT_TRUE(tight.ok()) << tight.status();
+  EXPECT_THAT(tight->plan().bound(), HasSubstr("is nearest its memory, at 99.7%"));
+  EXPECT_THAT(tight->plan().bound(),
+              HasSubstr("10% more memory on every device gives a step of at most 110.800 s "
+                        "(113.800 s now)"));
 }
 
 TEST(EntryPointsTest, PlanTrainingThatFitsNowhereIsAFailedPrecondition) {

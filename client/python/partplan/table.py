@@ -70,6 +70,8 @@ def format_plan(plan: pb.PartitionPlan) -> str:
     ]
     text = ("Partitions\n" + _render(partitions) + "\nDevices\n" + _render(devices)
             + "\nSummary\n" + _render(figures))
+    if s.bound:
+        text += f"\nBound\n  {s.bound}\n"
     if s.notes:
         text += "\nNotes\n" + "".join(f"  - {note}\n" for note in s.notes)
     return text
