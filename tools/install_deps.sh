@@ -35,6 +35,7 @@ if [[ "${1:-}" == "--python" ]]; then
   packages+=(python3-torch python3-torchvision python3-grpcio python3-protobuf
     python3-venv # `pip install ./client/python` in a venv, and its test (test_install.py)
     chromium     # client/python/tests/test_report.py renders the plan reports headless
+    python3-nbconvert python3-ipykernel  # test_install.py runs the quickstart notebook
   )
 fi
 

@@ -35,18 +35,24 @@ using PrepareFunction = absl::StatusOr<PreparedCall> (*)(
     absl::Span<const std::string> operands, const CliOptions& options,
     std::istream& in);
 
+// The one operand of `call`, `load` and `report`: a method's name.
+absl::StatusOr<const google::protobuf::MethodDescriptor*> MethodOperand(
+    absl::string_view subcommand, absl::string_view example,
+    absl::Span<const std::string> operands) {
+  if (operands.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(subcommand, ": expected one method name, e.g. 'partplan ", subcommand, " ",
+                     example, "'; methods: ", absl::StrJoin(PlannerMethodNames(), ", ")));
+  }
+  return FindPlannerMethod(operands[0]);
+}
+
 // `partplan call <Method> --request=FILE`: any method, request from a file.
 absl::StatusOr<PreparedCall> PrepareRequestFileCall(
     absl::Span<const std::string> operands, const CliOptions& options,
     std::istream& in) {
-  if (operands.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("call: expected one method name, e.g. 'partplan call "
-                     "Validate --request=FILE'; methods: ",
-                     absl::StrJoin(PlannerMethodNames(), ", ")));
-  }
   absl::StatusOr<const google::protobuf::MethodDescriptor*> method =
-      FindPlannerMethod(operands[0]);
+      MethodOperand("call", "Validate --request=FILE", operands);
   if (!method.ok()) return method.status();
   if (options.request_path.empty()) {
     return absl::InvalidArgumentError(
@@ -119,14 +125,8 @@ int RunLoadSubcommand(absl::Span<const std::string> operands,
                       const CliOptions& options,
                       const CliEnvironment& environment) {
   std::ostream& err = *environment.err;
-  if (operands.size() != 1) {
-    err << "error: load: expected one method name, e.g. 'partplan load "
-           "PartitionGraph --request=FILE'; methods: "
-        << absl::StrJoin(PlannerMethodNames(), ", ") << "\n";
-    return kBadInputExitCode;
-  }
   absl::StatusOr<const google::protobuf::MethodDescriptor*> method =
-      FindPlannerMethod(operands[0]);
+      MethodOperand("load", "PartitionGraph --request=FILE", operands);
   if (!method.ok()) {
     err << "error: " << method.status().message() << "\n";
     return kBadInputExitCode;
@@ -167,14 +167,8 @@ int RunReportSubcommand(absl::Span<const std::string> operands,
                         const CliOptions& options,
                         const CliEnvironment& environment) {
   std::ostream& err = *environment.err;
-  if (operands.size() != 1) {
-    err << "error: report: expected one method name, e.g. 'partplan report "
-           "PlanTraining --response=FILE'; methods: "
-        << absl::StrJoin(PlannerMethodNames(), ", ") << "\n";
-    return kBadInputExitCode;
-  }
   absl::StatusOr<const google::protobuf::MethodDescriptor*> method =
-      FindPlannerMethod(operands[0]);
+      MethodOperand("report", "PlanTraining --response=FILE", operands);
   if (!method.ok()) {
     err << "error: " << method.status().message() << "\n";
     return kBadInputExitCode;

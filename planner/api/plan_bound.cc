@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace partplan {
 namespace {
@@ -54,6 +55,14 @@ std::string Change(const PlanFigures& now, const PlanFigures& then) {
     absl::StrAppend(&text, i + 1 == parts.size() ? " and " : ", ", parts[i]);
   }
   return text;
+}
+
+// The what-ifs as one sentence after `*text`: "One more ...; 10% more ...".
+void AppendWhatIfs(const std::vector<std::string>& what_ifs, std::string* text) {
+  if (what_ifs.empty()) return;
+  std::string sentence = absl::StrJoin(what_ifs, "; ");
+  sentence[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(sentence[0])));
+  absl::StrAppend(text, " ", sentence, ".");
 }
 
 }  // namespace
@@ -123,12 +132,7 @@ std::string DescribeBound(const PlanFigures& now, const PlanFigures* one_more,
     what_ifs.push_back(absl::StrCat("10% more memory on every device gives ",
                                     Change(now, *more_memory)));
   }
-  if (!what_ifs.empty()) {
-    std::string sentence = what_ifs[0];
-    if (what_ifs.size() > 1) absl::StrAppend(&sentence, "; ", what_ifs[1]);
-    sentence[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(sentence[0])));
-    absl::StrAppend(&text, " ", sentence, ".");
-  }
+  AppendWhatIfs(what_ifs, &text);
   return text;
 }
 
@@ -188,12 +192,7 @@ std::string DescribeTrainingBound(const TrainingStagePlan& plan,
     what_ifs.push_back(
         absl::StrCat("one more device like ", one_more_like, " gives ", what_if(*one_more)));
   }
-  if (!what_ifs.empty()) {
-    std::string sentence = what_ifs[0];
-    if (what_ifs.size() > 1) absl::StrAppend(&sentence, "; ", what_ifs[1]);
-    sentence[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(sentence[0])));
-    absl::StrAppend(&text, " ", sentence, ".");
-  }
+  AppendWhatIfs(what_ifs, &text);
   return text;
 }
 

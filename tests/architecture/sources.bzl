@@ -7,3 +7,17 @@ def layering_sources():
         srcs = native.glob(["*.h", "*.cc"]),
         visibility = ["//tests/architecture:__pkg__"],
     )
+
+# Every package whose sources the checks read.
+CHECKED_SOURCES = [
+    "//planner/api:sources",
+    "//planner/base:sources",
+    "//planner/data_parallel:sources",
+    "//planner/fx:sources",
+    "//planner/graph:sources",
+    "//planner/pipeline:sources",
+    "//planner/split:sources",
+    "//planner/training:sources",
+    "//planner/wire:sources",
+    "//server:sources",
+]

@@ -101,6 +101,43 @@ class InstallTest(unittest.TestCase):
         self.assertEqual(os.listdir(cache), [], "an installed package generates nothing")
         return done.stdout
 
+    def test_quickstart_notebook_runs_on_the_installed_package(self):
+        """client/python/examples/quickstart.ipynb, executed by nbconvert with
+        the venv's Python as its kernel, against the real server: a new
+        user's notebook, with no path lines."""
+        notebook = os.path.join(SOURCE, "examples", "quickstart.ipynb")
+        out = os.path.join(tempfile.mkdtemp(dir=self.tmp), "quickstart.ipynb")
+        cache = tempfile.mkdtemp(dir=self.tmp)
+        # The venv as a kernel, as the notebook tells its reader (into the
+        # venv here, not the user's home).
+        kernel = subprocess.run(
+            [self.python, "-m", "ipykernel", "install", "--prefix", self.venv, "--name", "partplan"],
+            capture_output=True, text=True, timeout=300, env=_clean_env())
+        self.assertEqual(kernel.returncode, 0, kernel.stderr)
+        done = subprocess.run(
+            [self.python, "-m", "nbconvert", "--to", "notebook", "--execute",
+             "--ExecutePreprocessor.kernel_name=partplan",
+             "--ExecutePreprocessor.timeout=600", "--output", out, notebook],
+            cwd=os.path.dirname(out), capture_output=True, text=True, timeout=900,
+            env=_clean_env(XDG_CACHE_HOME=cache, PARTPLAN_TARGET=support.shared_server().target))
+        self.assertEqual(done.returncode, 0,
+                         f"nbconvert (Debian's python3-nbconvert and python3-ipykernel, "
+                         f"tools/install_deps.sh --python):\n{done.stderr[-4000:]}")
+        with open(out) as f:
+            cells = [c for c in json.load(f)["cells"] if c["cell_type"] == "code"]
+        outputs = [o for c in cells for o in c["outputs"]]
+        self.assertEqual([o for o in outputs if o["output_type"] == "error"], [])
+        printed = "".join("".join(o.get("text", "")) for o in outputs if o["output_type"] == "stream")
+        self.assertIn(" nodes, ", printed)
+        self.assertIn("is the fullest device", printed)
+        self.assertIn("is the busiest", printed)
+        reports = ["".join(o["data"]["text/html"]) for o in outputs
+                   if "text/html" in o.get("data", {})]
+        self.assertEqual(len(reports), 2, "the partition plan's and the training plan's reports")
+        for report in reports:
+            self.assertTrue(report.startswith("<iframe"), report[:200])
+        self.assertEqual(os.listdir(cache), [], "an installed package generates nothing")
+
     def test_pip_install_offline(self):
         self.assertEqual(self.pip.returncode, 0, self.pip.stdout + self.pip.stderr)
         self.assertIn("Successfully installed partplan", self.pip.stdout)
