@@ -228,8 +228,10 @@ absl::Status ShardImported(const CompactGraph& graph, const v1::PlanRequest& req
     PARTPLAN_RETURN_IF_ERROR(MapPartitionsToDevices(graph, devices, token, &set, &loads));
   }
   PARTPLAN_ASSIGN_OR_RETURN(
-      const PartitionerPlan described,
+      PartitionerPlan described,
       DescribePartitions(graph, devices, std::move(set), shards->planner, "shard", token));
+  // The shard planners choose the cuts whatever the memory: no what-ifs.
+  described.bound = DescribeBound(FiguresOf(described, devices), nullptr, "", nullptr, false);
   return WritePartitionPlan(graph, devices, described, token, plan);
 }
 
@@ -322,8 +324,9 @@ absl::Status ShardGraphSerialized(const v1::ShardGraphRequest& request,
                                   const CancellationToken& token, absl::Cord* response_bytes) {
   PARTPLAN_ASSIGN_OR_RETURN(const ShardInputs in,
                             ImportToShard(request, graph_source, limits, token));
-  PARTPLAN_ASSIGN_OR_RETURN(const ShardPlan plan,
+  PARTPLAN_ASSIGN_OR_RETURN(ShardPlan plan,
                             ShardGraphPlan(in.graph, in.options, in.devices, token));
+  plan.bound = DescribeShardBound(plan, in.graph.graph_total_bytes());
   return SerializeShardGraphResponse(in.graph, plan, request.node_references(), token,
                                      response_bytes);
 }

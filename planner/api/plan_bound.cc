@@ -136,6 +136,24 @@ std::string DescribeBound(const PlanFigures& now, const PlanFigures* one_more,
   return text;
 }
 
+std::string DescribeShardBound(const ShardPlan& plan, int64_t graph_total_bytes) {
+  if (plan.shards.empty()) return "";
+  size_t largest = 0, busiest = 0;
+  for (size_t s = 0; s < plan.shards.size(); ++s) {
+    if (plan.shards[s].memory_bytes > plan.shards[largest].memory_bytes) largest = s;
+    if (plan.shards[s].cost > plan.shards[busiest].cost) busiest = s;
+  }
+  std::string text = absl::StrCat("Shard ", largest, " is the largest, ",
+                                  Bytes(plan.shards[largest].memory_bytes), " of the graph's ",
+                                  Bytes(graph_total_bytes));
+  if (plan.shards[busiest].cost > 0) {
+    absl::StrAppend(&text, "; shard ", busiest, " has the most work (",
+                    absl::StrFormat("%.6g", plan.shards[busiest].cost), " of ",
+                    plan.planner.substr(plan.planner.rfind('/') + 1), ")");
+  }
+  return text + ".";
+}
+
 std::string DescribeTrainingBound(const TrainingStagePlan& plan,
                                   const std::vector<TrainingDevice>& devices,
                                   const TrainingWhatIf* more_memory, const TrainingWhatIf* one_more,

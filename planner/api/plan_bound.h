@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "planner/fx/partitioner.h"
 #include "planner/graph/devices.h"
+#include "planner/pipeline/shard_graph.h"
 #include "planner/training/stage_search.h"
 
 namespace partplan {
@@ -48,6 +49,11 @@ PlanFigures FiguresOf(const PartitionerPlan& plan, const DeviceList& devices);
 std::string DescribeBound(const PlanFigures& now, const PlanFigures* one_more,
                           absl::string_view one_more_like, const PlanFigures* more_memory,
                           bool skipped_what_ifs);
+
+// A shard plan (ShardGraph's PlanSummary.bound): its largest shard and,
+// for BALANCED, the one with the most work. No what-ifs: shards are not
+// placed on memory.
+std::string DescribeShardBound(const ShardPlan& plan, int64_t graph_total_bytes);
 
 // Training plans (TrainingPlan.bound): the busiest stage, the device
 // nearest its memory, and the step of the first plan found (no search:

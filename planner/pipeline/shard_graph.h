@@ -101,6 +101,7 @@ struct ShardPlan {
   int64_t cross_shard_bytes = 0;
   double critical_path_latency_seconds = 0;  // 0 when not in seconds
   double planner_seconds = 0;
+  std::string bound;  // PlanSummary.bound (the entry point says it)
 };
 
 // `devices` is read by kBalanced only (kFairscale may pass an empty list).

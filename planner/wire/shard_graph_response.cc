@@ -53,6 +53,7 @@ absl::Status ShardGraphResponseFromPlan(const CompactGraph& graph, const ShardPl
   summary->set_cross_partition_bytes(plan.cross_shard_bytes);
   summary->set_critical_path_latency_seconds(plan.critical_path_latency_seconds);
   summary->set_planner_seconds(plan.planner_seconds);
+  summary->set_bound(plan.bound);
   return absl::OkStatus();
 }
 

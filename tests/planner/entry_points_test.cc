@@ -18,6 +18,7 @@ namespace partplan {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::Graph Chain() {
   return TestGraph()
@@ -166,6 +167,34 @@ TEST(EntryPointsTest, PartitionPlansSayWhatBoundsThem) {
   EXPECT_THAT(without, HasSubstr("is the largest ("));
   EXPECT_THAT(without, HasSubstr("no node has a latency"));
   EXPECT_THAT(bound(false, {1000}), HasSubstr("The graph fits one device: dev0 holds it at"));
+}
+
+// Shard plans name their largest shard (and BALANCED's busiest).
+TEST(EntryPointsTest, ShardPlansSayWhatBoundsThem) {
+  CancellationToken token;
+  v1::ShardGraphRequest request;
+  *request.mutable_graph() = Chain();
+  for (v1::Node& node : *request.mutable_graph()->mutable_nodes()) node.set_parameter_count(10);
+  request.mutable_config()->set_shard_count(2);
+  request.mutable_config()->set_mode(v1::ShardConfig::BALANCED);
+  *request.mutable_devices() = TestDevices({1000, 1000});
+  v1::ShardGraphResponse response;
+  const absl::Status status = ShardGraph(request, InputLimits(), token, &response);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(response.summary().bound(), HasSubstr(" is the largest, "));
+  EXPECT_THAT(response.summary().bound(), HasSubstr(" of the graph's "));
+  EXPECT_THAT(response.summary().bound(), HasSubstr(" has the most work ("));
+
+  v1::PlanRequest plan;
+  *plan.mutable_graph() = Chain();
+  *plan.mutable_devices() = TestDevices({1000, 1000});
+  plan.mutable_shard()->set_shard_count(2);
+  plan.mutable_shard()->set_mode(v1::ShardConfig::BALANCED);
+  v1::PlanResponse planned;
+  const absl::Status plan_status = Plan(plan, InputLimits(), token, &planned);
+  ASSERT_TRUE(plan_status.ok()) << plan_status;
+  EXPECT_THAT(planned.plan().summary().bound(), HasSubstr("is the fullest device"));
+  EXPECT_THAT(planned.plan().summary().bound(), Not(HasSubstr("One more device")));
 }
 
 // BALANCED stages take the inventory: --max_devices holds for it too.
