@@ -246,11 +246,21 @@ def _client(args):
     )
 
 
-def _print_response(response, output: str) -> None:
+def _print_response(response, output: str, request=None) -> None:
     from .table import format_response
 
     if output == "table":
         sys.stdout.write(format_response(response))
+    elif output == "html":
+        from .report import report_html
+
+        # The request (a message; a request sent as bytes is parsed for it)
+        # labels the report's edges with the bytes crossing them.
+        if isinstance(request, bytes):
+            from .client import RPCS
+
+            request = RPCS[response.DESCRIPTOR.name[: -len("Response")]][1].FromString(request)
+        sys.stdout.write(report_html(response, request))
     else:
         sys.stdout.write(json_format.MessageToJson(response, indent=1) + "\n")
 
@@ -302,7 +312,7 @@ def cmd_plan(args) -> int:
         request.partitioner.saturate_host = args.saturate_host
     with _client(args) as client:
         response = client.call("Plan", request)
-    _print_response(response, args.output)
+    _print_response(response, args.output, request)
     return 0
 
 
@@ -334,7 +344,7 @@ def cmd_call(args) -> int:
         raise UsageError(f"--request {args.request}: {e}") from None
     with _client(args) as client:
         response = client.call(args.method, request)
-    _print_response(response, args.output)
+    _print_response(response, args.output, request)
     return 0
 
 
@@ -425,7 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node-references", choices=["names", "indices"], default="names",
                    help="how the plan lists nodes: by name, or by index in the graph's nodes "
                         "(about an eighth of the bytes for large graphs)")
-    p.add_argument("--output", choices=["json", "table"], default="json")
+    p.add_argument("--output", choices=["json", "table", "html"], default="json",
+                   help="json; table: plans as tables; html: the self-contained report page")
     _add_connection_flags(p)
     p.set_defaults(func=cmd_plan, command_parser=p)
 
@@ -441,7 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("method", help="PartitionGraph, Plan, Validate, SplitGraph, ShardGraph, "
                                   "BuildPipelineGraph or PlanDataParallel")
     p.add_argument("--request", required=True, help="the request, proto3 JSON (.json) or binary")
-    p.add_argument("--output", choices=["json", "table"], default="json")
+    p.add_argument("--output", choices=["json", "table", "html"], default="json",
+                   help="json; table: plans as tables; html: the self-contained report page")
     _add_connection_flags(p)
     p.set_defaults(func=cmd_call, command_parser=p)
 

@@ -137,6 +137,26 @@ class CliTest(unittest.TestCase):
         self.assertEqual(status, 0, err)
         self.assertNotIn("Notes", table)
 
+    def test_html_output_is_the_report(self):
+        graph = os.path.join(support.REPO, "client", "examples", "graph_mlp.json")
+        status, page, err = run_cli("plan", "--graph", graph, "--target", self.server.target,
+                                    "--device-memory", "8MiB", "--devices", "3", "--output", "html")
+        self.assertEqual(status, 0, err)
+        self.assertTrue(page.startswith("<!DOCTYPE html>"))
+        self.assertIn('{"rpc":"Plan"', page)
+        self.assertIn('"request":{"graph"', page)  # so that edges carry bytes
+        with tempfile.TemporaryDirectory() as tmp:
+            binary = os.path.join(tmp, "request.pb")
+            with open(os.path.join(support.REPO, "client", "examples", "plan_training.json")) as f:
+                request = json_format.Parse(f.read(), pb.PlanTrainingRequest())
+            with open(binary, "wb") as f:
+                f.write(request.SerializeToString())
+            status, page, err = run_cli("call", "PlanTraining", "--request", binary, "--target",
+                                        self.server.target, "--output", "html")
+        self.assertEqual(status, 0, err)
+        self.assertIn('{"rpc":"PlanTraining"', page)
+        self.assertIn('"request":{"graph"', page)
+
     def test_plan_by_node_index_table(self):
         graph = os.path.join(support.REPO, "client", "examples", "graph_mlp.json")
         args = ["plan", "--graph", graph, "--target", self.server.target, "--device-memory", "8MiB",
