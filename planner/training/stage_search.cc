@@ -679,9 +679,16 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
   if (plan.proven_optimal) {
     plan.lower_bound = plan.step_seconds;
   } else {
+    // Every device does B times its items' work: one of them works at least
+    // B times all the work over the devices' total speed, whatever the plan.
+    double total_speed = 0;
+    for (const TrainingDevice& device : devices) total_speed += device.speed;
+    const double all_work =
+        options.schedule.micro_batches * table.Work(0, table.items()) / total_speed;
     plan.lower_bound = std::min(plan.step_seconds, search.least_unexplored());
     if (table.one_chunk()) plan.lower_bound = std::max(plan.lower_bound, suffix.At(0, 0));
     if (options.max_search_nodes == 0) plan.lower_bound = table.one_chunk() ? suffix.At(0, 0) : 0;
+    plan.lower_bound = std::min(plan.step_seconds, std::max(plan.lower_bound, all_work));
   }
   return plan;
 }

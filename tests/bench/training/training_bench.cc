@@ -190,6 +190,7 @@ BENCHMARK(BM_DeviceMemory)->Apply(Sizes);
 
 constexpr int kGpipe = static_cast<int>(PipelineSchedule::kGpipe);
 constexpr int k1F1B = static_cast<int>(PipelineSchedule::k1F1B);
+constexpr int kInterleaved = static_cast<int>(PipelineSchedule::kInterleaved1F1B);
 constexpr int kZeroBubble = static_cast<int>(PipelineSchedule::kZeroBubbleH1);
 BENCHMARK(BM_PlanTrainingStages)
     ->ArgNames({"items", "P", "B", "schedule", "memory_pct"})
@@ -197,6 +198,8 @@ BENCHMARK(BM_PlanTrainingStages)
     ->Args({10000, 16, 32, k1F1B, 60})
     ->Args({10000, 16, 32, kGpipe, 0})
     ->Args({10000, 16, 32, kZeroBubble, 0})
+    ->Args({10000, 16, 32, kInterleaved, 0})
+    ->Args({10000, 16, 32, kInterleaved, 60})
     ->Args({100000, 64, 128, k1F1B, 0})->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
