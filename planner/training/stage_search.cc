@@ -328,44 +328,50 @@ class Search {
 };
 
 // A first plan: each stage takes the most items within `limit` seconds
-// that fit its device (recomputing if it must; with several chunks per
-// device each gets an equal share of the memory), leaving an item for each
-// later stage. Empty when that fails. Heterogeneous devices and non-empty
-// stages make the greedy inexact: it only seeds the search.
+// that fit its device (recomputing if it must), leaving an item for each
+// later stage. With several chunks per device, the j-th chunk (of v) must
+// leave the device's peak with its chunks so far within (j + 1) / v of its
+// memory: the later chunks keep a share, and the peaks of chunks that do
+// not coincide are not added up. Empty when that fails. Heterogeneous
+// devices and non-empty stages make the greedy inexact: it only seeds the
+// search.
 std::vector<int> GreedyCuts(const StageSearchOptions& options, const StageTable& table,
                             const std::vector<TrainingDevice>& devices, double limit,
                             std::vector<bool>* recompute) {
   const int stages = table.stages();
+  const int chunks = options.schedule.chunks_per_device;
   const std::vector<bool> choices = RecomputeChoices(options.recompute);
   std::vector<int> cuts(stages + 1, 0);
-  std::vector<StageFootprint> alone(stages);
+  std::vector<StageFootprint> chosen(stages);  // the stages so far; zero beyond
   recompute->assign(stages, false);
   for (int k = 0; k < stages; ++k) {
     int low = 0, high = 0;
     if (!table.EndRange(k, cuts[k], &low, &high)) return {};
     const int device = table.device_of(k);
-    const double share = devices[device].memory_bytes / options.schedule.chunks_per_device;
+    const int chunk = k / options.schedule.devices;
+    const double share = devices[device].memory_bytes * (chunk + 1) / chunks;
     const auto fits = [&](int end, bool recompute_stage) {
       double forward = 0, backward = 0, weight = 0;
       table.Costs(k, cuts[k], end, recompute_stage, &forward, &backward, &weight);
       if (forward + backward + weight > limit) return false;
-      alone[k] = table.Footprint(cuts[k], end, recompute_stage);
-      const bool result = table.DevicePeak(device, alone) <= share;
-      alone[k] = StageFootprint{};
+      chosen[k] = table.Footprint(cuts[k], end, recompute_stage);
+      const bool result = table.DevicePeak(device, chosen) <= share;
+      chosen[k] = StageFootprint{};
       return result;
     };
-    int chosen = -1;
+    int end = -1;
     for (const bool recompute_stage : choices) {
       int good = LastFitting(low, high, [&](int end) { return fits(end, recompute_stage); });
       // Back off cuts inside a group of tied items kept together.
       while (good >= low && table.Forbidden(good)) --good;
       if (good < low) continue;
-      chosen = good;
+      end = good;
       (*recompute)[k] = recompute_stage;
       break;
     }
-    if (chosen < 0) return {};
-    cuts[k + 1] = chosen;
+    if (end < 0) return {};
+    cuts[k + 1] = end;
+    chosen[k] = table.Footprint(cuts[k], end, (*recompute)[k]);
   }
   return cuts;
 }
