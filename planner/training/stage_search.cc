@@ -329,15 +329,16 @@ class Search {
 
 // A first plan: each stage takes the most items within `limit` seconds
 // that fit its device (recomputing if it must), leaving an item for each
-// later stage. With several chunks per device, the j-th chunk (of v) must
-// leave the device's peak with its chunks so far within (j + 1) / v of its
-// memory: the later chunks keep a share, and the peaks of chunks that do
-// not coincide are not added up. Empty when that fails. Heterogeneous
+// later stage. With several chunks per device and `keep_shares`, the j-th
+// chunk (of v) must leave the device's peak with its chunks so far within
+// (j + 1) / v of its memory: the later chunks keep a share, and the peaks
+// of chunks that do not coincide are not added up; without, each chunk may
+// fill what its device has left. Empty when that fails. Heterogeneous
 // devices and non-empty stages make the greedy inexact: it only seeds the
 // search.
 std::vector<int> GreedyCuts(const StageSearchOptions& options, const StageTable& table,
                             const std::vector<TrainingDevice>& devices, double limit,
-                            std::vector<bool>* recompute) {
+                            bool keep_shares, std::vector<bool>* recompute) {
   const int stages = table.stages();
   const int chunks = options.schedule.chunks_per_device;
   const std::vector<bool> choices = RecomputeChoices(options.recompute);
@@ -349,7 +350,8 @@ std::vector<int> GreedyCuts(const StageSearchOptions& options, const StageTable&
     if (!table.EndRange(k, cuts[k], &low, &high)) return {};
     const int device = table.device_of(k);
     const int chunk = k / options.schedule.devices;
-    const double share = devices[device].memory_bytes * (chunk + 1) / chunks;
+    const double share =
+        keep_shares ? devices[device].memory_bytes * (chunk + 1) / chunks : devices[device].memory_bytes;
     const auto fits = [&](int end, bool recompute_stage) {
       double forward = 0, backward = 0, weight = 0;
       table.Costs(k, cuts[k], end, recompute_stage, &forward, &backward, &weight);
@@ -633,7 +635,8 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
   }
   Search search(options, table, table.one_chunk() ? &suffix : nullptr, token);
   // Seeds: the plan attaining the suffix bound, and the least busiest-stage
-  // time at which the greedy succeeds, by bisection; then single-cut moves.
+  // time at which the greedy succeeds, by bisection (with several chunks per
+  // device, both ways of sharing a device's memory); then single-cut moves.
   if (table.one_chunk()) {
     std::vector<bool> recompute;
     const std::vector<int> cuts = suffix.Plan(&recompute);
@@ -641,17 +644,20 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
   }
   double slowest = kInfinity;
   for (const TrainingDevice& device : devices) slowest = std::min(slowest, device.speed);
-  // Recompute at most doubles the forward: no stage takes longer than this.
-  double low = 0;
-  double high = 2 * table.Work(0, table.items()) / slowest;
-  std::vector<bool> recompute;
-  if (!GreedyCuts(options, table, devices, high, &recompute).empty()) {
+  for (const bool keep_shares : {true, false}) {
+    if (!keep_shares && table.one_chunk()) break;  // one chunk: the same greedy
+    // Recompute at most doubles the forward: no stage takes longer than this.
+    double low = 0;
+    double high = 2 * table.Work(0, table.items()) / slowest;
+    std::vector<bool> recompute;
+    if (GreedyCuts(options, table, devices, high, keep_shares, &recompute).empty()) continue;
     for (int round = 0; round < 64 && high - low > Tolerance(high) * 1e-3; ++round) {
       PARTPLAN_RETURN_IF_ERROR(token.Check());
       const double mid = (low + high) / 2;
-      (GreedyCuts(options, table, devices, mid, &recompute).empty() ? low : high) = mid;
+      (GreedyCuts(options, table, devices, mid, keep_shares, &recompute).empty() ? low : high) =
+          mid;
     }
-    const std::vector<int> cuts = GreedyCuts(options, table, devices, high, &recompute);
+    const std::vector<int> cuts = GreedyCuts(options, table, devices, high, keep_shares, &recompute);
     PARTPLAN_RETURN_IF_ERROR(search.Offer(cuts, recompute));
   }
   if (!std::isfinite(search.best().step) && table.one_chunk()) {
