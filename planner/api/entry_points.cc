@@ -67,22 +67,25 @@ absl::StatusOr<std::string> BoundOf(const CompactGraph& graph,
     return DescribeBound(now, nullptr, "", nullptr, now.partitions > 1);
   }
   int largest = 0;
-  int32_t next_id = 0;
+  int64_t next_id = 0;
   for (int d = 0; d < inventory.devices_size(); ++d) {
     const v1::Device& device = inventory.devices(d);
     if (device.available_memory_bytes() >
         inventory.devices(largest).available_memory_bytes()) {
       largest = d;
     }
-    next_id = std::max(next_id, device.logical_id() + 1);
+    next_id = std::max<int64_t>(next_id, int64_t{device.logical_id()} + 1);
   }
-  v1::DeviceInventory one_more = inventory;
-  v1::Device* added = one_more.add_devices();
-  *added = inventory.devices(largest);
-  added->set_name(absl::StrCat(added->name(), "+1"));
-  added->set_logical_id(next_id);
-  PARTPLAN_ASSIGN_OR_RETURN(const std::optional<PlanFigures> with_one_more,
-                            FiguresOnInventory(graph, one_more, config, limits, token));
+  std::optional<PlanFigures> with_one_more;
+  if (next_id <= std::numeric_limits<int32_t>::max()) {  // else no id is left for it
+    v1::DeviceInventory one_more = inventory;
+    v1::Device* added = one_more.add_devices();
+    *added = inventory.devices(largest);
+    added->set_name(absl::StrCat(added->name(), "+1"));
+    added->set_logical_id(static_cast<int32_t>(next_id));
+    PARTPLAN_ASSIGN_OR_RETURN(with_one_more,
+                              FiguresOnInventory(graph, one_more, config, limits, token));
+  }
   v1::DeviceInventory more_memory = inventory;
   for (v1::Device& device : *more_memory.mutable_devices()) {
     const int64_t bytes = device.available_memory_bytes();
@@ -370,10 +373,13 @@ absl::Status Validate(const v1::ValidateRequest& request, const GraphSource& gra
 }
 
 // The first plan found (no search) for `problem` changed by `change`: its
-// step, or found false when it made none. The token's status when it fires.
+// step, or found false when none fits; nullopt when the changed problem is
+// not one the planner takes (past a cap, or micro-batches that one more
+// device no longer divides). The token's status when it fires.
 template <typename Change>
-absl::StatusOr<TrainingWhatIf> FirstTrainingPlan(const TrainingProblem& problem, Change change,
-                                                const CancellationToken& token) {
+absl::StatusOr<std::optional<TrainingWhatIf>> FirstTrainingPlan(const TrainingProblem& problem,
+                                                                Change change,
+                                                                const CancellationToken& token) {
   StageSearchOptions options = problem.options.search;
   options.max_search_nodes = 0;
   std::vector<TrainingDevice> devices = problem.devices;
@@ -381,6 +387,9 @@ absl::StatusOr<TrainingWhatIf> FirstTrainingPlan(const TrainingProblem& problem,
   absl::StatusOr<TrainingStagePlan> plan =
       PlanTrainingStages(options, problem.chain, devices, token);
   PARTPLAN_RETURN_IF_ERROR(token.Check());
+  if (!plan.ok() && plan.status().code() != absl::StatusCode::kFailedPrecondition) {
+    return std::nullopt;
+  }
   TrainingWhatIf result;
   result.found = plan.ok();
   if (plan.ok()) result.step_seconds = plan->step_seconds;
@@ -399,7 +408,7 @@ absl::StatusOr<std::string> TrainingBoundOf(const TrainingProblem& problem,
     return DescribeTrainingBound(plan, problem.devices, nullptr, nullptr, "", true);
   }
   PARTPLAN_ASSIGN_OR_RETURN(
-      const TrainingWhatIf more_memory,
+      const std::optional<TrainingWhatIf> more_memory,
       FirstTrainingPlan(
           problem,
           [](StageSearchOptions*, std::vector<TrainingDevice>* devices) {
@@ -407,7 +416,7 @@ absl::StatusOr<std::string> TrainingBoundOf(const TrainingProblem& problem,
           },
           token));
   PARTPLAN_ASSIGN_OR_RETURN(
-      const TrainingWhatIf one_more,
+      const std::optional<TrainingWhatIf> one_more,
       FirstTrainingPlan(
           problem,
           [](StageSearchOptions* options, std::vector<TrainingDevice>* devices) {
@@ -419,8 +428,9 @@ absl::StatusOr<std::string> TrainingBoundOf(const TrainingProblem& problem,
             ++options->schedule.devices;
           },
           token));
-  return DescribeTrainingBound(plan, problem.devices, &more_memory, &one_more,
-                               problem.devices.back().name, false);
+  return DescribeTrainingBound(plan, problem.devices, more_memory ? &*more_memory : nullptr,
+                               one_more ? &*one_more : nullptr, problem.devices.back().name,
+                               false);
 }
 
 absl::Status PlanTraining(const v1::PlanTrainingRequest& request, const GraphSource& graph_source,

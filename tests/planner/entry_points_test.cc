@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -167,6 +168,18 @@ TEST(EntryPointsTest, PartitionPlansSayWhatBoundsThem) {
   EXPECT_THAT(without, HasSubstr("is the largest ("));
   EXPECT_THAT(without, HasSubstr("no node has a latency"));
   EXPECT_THAT(bound(false, {1000}), HasSubstr("The graph fits one device: dev0 holds it at"));
+
+  // No logical id is left for one more device: that what-if is left out.
+  v1::PartitionGraphRequest request;
+  *request.mutable_graph() = Chain();
+  *request.mutable_devices() = TestDevices({70, 70, 70});
+  request.mutable_devices()->mutable_devices(2)->set_logical_id(
+      std::numeric_limits<int32_t>::max());
+  v1::PartitionGraphResponse response;
+  const absl::Status status = PartitionGraph(request, InputLimits(), token, &response);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(response.plan().summary().bound(), Not(HasSubstr("One more device")));
+  EXPECT_THAT(response.plan().summary().bound(), HasSubstr("10% more memory"));
 }
 
 // Shard plans name their largest shard (and BALANCED's busiest).
