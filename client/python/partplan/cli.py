@@ -254,12 +254,7 @@ def _print_response(response, output: str, request=None) -> None:
     elif output == "html":
         from .report import report_html
 
-        # The request (a message; a request sent as bytes is parsed for it)
-        # labels the report's edges with the bytes crossing them.
-        if isinstance(request, bytes):
-            from .client import RPCS
-
-            request = RPCS[response.DESCRIPTOR.name[: -len("Response")]][1].FromString(request)
+        # The request labels the report's edges with the bytes crossing them.
         sys.stdout.write(report_html(response, request))
     else:
         sys.stdout.write(json_format.MessageToJson(response, indent=1) + "\n")

@@ -54,9 +54,13 @@ def _as_json(message: Optional[Message]):
     return json.loads(json_format.MessageToJson(message))
 
 
-def report_html(response: Message, request: Optional[Message] = None, *,
-                title: Optional[str] = None) -> str:
-    """The report page of `response` (with `request`, edges carry bytes)."""
+def report_html(response: Message, request=None, *, title: Optional[str] = None) -> str:
+    """The report page of `response`. With `request` (its message, or its
+    serialised bytes as Client.call takes them), edges carry bytes."""
+    if isinstance(request, (bytes, bytearray, memoryview)):
+        from .client import RPCS
+
+        request = RPCS[_rpc_of(response)][1].FromString(bytes(request))
     data = {
         "rpc": _rpc_of(response),
         "title": title or "",
@@ -91,7 +95,7 @@ class Report:
                 + _html.escape(self.html, quote=True) + '"></iframe>')
 
 
-def show(response: Message, request: Optional[Message] = None, *, title: Optional[str] = None) -> Report:
+def show(response: Message, request=None, *, title: Optional[str] = None) -> Report:
     """The report of `response`; a notebook displays it when it is a cell's value."""
     return Report(report_html(response, request, title=title))
 

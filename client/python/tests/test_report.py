@@ -107,6 +107,13 @@ class ReportPageTest(unittest.TestCase):
         self.assertNotIn("__PARTPLAN_DATA__", page)
         self.assertEqual(page.count('id="partplan-data"'), 1)
 
+    def test_a_serialised_request_is_read_for_the_report(self):
+        request = pb.PartitionGraphRequest()
+        request.graph.nodes.add(name="x")
+        response = pb.PartitionGraphResponse()
+        self.assertEqual(partplan.report_html(response, request.SerializeToString()),
+                         partplan.report_html(response, request))
+
     def test_responses_show_themselves_in_a_notebook(self):
         response = pb.PlanTrainingResponse()
         response.plan.stages.add(device="gpu0")
