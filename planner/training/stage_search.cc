@@ -421,6 +421,39 @@ absl::Status ImproveByMoves(const StageTable& table, const CancellationToken& to
   return absl::OkStatus();
 }
 
+// A bound on the step of every plan, from totals alone. Every device does
+// B times its items' work, so one of them works at least B times all the
+// work over the devices' total speed. GPipe's step, without transfers (which
+// only add), is sum(F + B) + (B - 1)(max F + max B) over the stages
+// (schedule.h); each sum is at least its work over the fastest speed, and
+// each maximum at least its work over the total speed and at least one
+// item's over the fastest speed. Recompute only adds.
+double AnyPlanBound(const StageSearchOptions& options, const TrainingChain& chain,
+                    const std::vector<TrainingDevice>& devices) {
+  double total_speed = 0, fastest = 0;
+  for (const TrainingDevice& device : devices) {
+    total_speed += device.speed;
+    fastest = std::max(fastest, device.speed);
+  }
+  double forward = 0, backward = 0, largest_forward = 0, largest_backward = 0;
+  for (const TrainingItem& item : chain.items) {
+    const double item_backward = item.backward_input + item.backward_weight;
+    forward += item.forward;
+    backward += item_backward;
+    largest_forward = std::max(largest_forward, item.forward);
+    largest_backward = std::max(largest_backward, item_backward);
+  }
+  const double micro_batches = options.schedule.micro_batches;
+  double bound = micro_batches * (forward + backward) / total_speed;
+  if (options.schedule.schedule == PipelineSchedule::kGpipe) {
+    const double most_forward = std::max(forward / total_speed, largest_forward / fastest);
+    const double most_backward = std::max(backward / total_speed, largest_backward / fastest);
+    bound = std::max(bound, (forward + backward) / fastest +
+                                (micro_batches - 1) * (most_forward + most_backward));
+  }
+  return bound;
+}
+
 }  // namespace
 
 absl::Status StageSearchOptions::CheckAndSetup(const TrainingChain& chain,
@@ -691,16 +724,11 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
   if (plan.proven_optimal) {
     plan.lower_bound = plan.step_seconds;
   } else {
-    // Every device does B times its items' work: one of them works at least
-    // B times all the work over the devices' total speed, whatever the plan.
-    double total_speed = 0;
-    for (const TrainingDevice& device : devices) total_speed += device.speed;
-    const double all_work =
-        options.schedule.micro_batches * table.Work(0, table.items()) / total_speed;
     plan.lower_bound = std::min(plan.step_seconds, search.least_unexplored());
     if (table.one_chunk()) plan.lower_bound = std::max(plan.lower_bound, suffix.At(0, 0));
     if (options.max_search_nodes == 0) plan.lower_bound = table.one_chunk() ? suffix.At(0, 0) : 0;
-    plan.lower_bound = std::min(plan.step_seconds, std::max(plan.lower_bound, all_work));
+    plan.lower_bound =
+        std::min(plan.step_seconds, std::max(plan.lower_bound, AnyPlanBound(options, chain, devices)));
   }
   return plan;
 }
