@@ -64,9 +64,11 @@ class Search {
     recompute_.assign(stages, false);
     speed_from_.assign(stages + 1, 0);
     std::vector<bool> counted(devices, false);
+    fastest_from_.assign(stages + 1, 0);
     for (int k = stages - 1; k >= 0; --k) {
       const int d = table.device_of(k);
       speed_from_[k] = speed_from_[k + 1] + (counted[d] ? 0.0 : table.speed(k));
+      fastest_from_[k] = std::max(fastest_from_[k + 1], table.speed(k));
       counted[d] = true;
     }
     last_stage_of_device_.assign(devices, 0);
@@ -172,6 +174,18 @@ class Search {
     const double device_start = opens_device ? start_[stage] : device_start_[device];
     const int tail_stage = table_.tail_stage(device);
     const bool chain_to_rest = !table_.split_weight() && options_.schedule.chunks_per_device == 1;
+    // GPipe's step is at least sum(F + B) + (B - 1)(max F + max B) over the
+    // stages (schedule.h): the chosen stages' own, and for the rest their
+    // work over the fastest remaining device and over all remaining speed.
+    const bool gpipe = options_.schedule.schedule == PipelineSchedule::kGpipe;
+    double chosen_sum = 0, chosen_forward = 0, chosen_backward = 0;
+    if (gpipe) {
+      for (int k = 0; k < stage; ++k) {
+        chosen_sum += costs_.forward[k] + costs_.backward[k];
+        chosen_forward = std::max(chosen_forward, costs_.forward[k]);
+        chosen_backward = std::max(chosen_backward, costs_.backward[k]);
+      }
+    }
     for (int end = low; end <= high; ++end) {
       PARTPLAN_RETURN_IF_ERROR(token_.CheckEvery(nodes_));
       if (table_.Forbidden(end)) continue;
@@ -211,6 +225,21 @@ class Search {
             if (suffix_->has_tail()) finish += gradient_[stage] + backward + transfer;
             bound = std::max(bound, finish);
           }
+        }
+        if (gpipe) {
+          double sum = chosen_sum + forward + backward;
+          double most_forward = std::max(chosen_forward, forward);
+          double most_backward = std::max(chosen_backward, backward);
+          if (end < table_.items()) {
+            const int n = table_.items();
+            const double rest_forward = table_.ForwardBefore(n) - table_.ForwardBefore(end);
+            const double rest_backward = table_.InputBefore(n) - table_.InputBefore(end) +
+                                         table_.WeightBefore(n) - table_.WeightBefore(end);
+            sum += (rest_forward + rest_backward) / fastest_from_[stage + 1];
+            most_forward = std::max(most_forward, rest_forward / speed_from_[stage + 1]);
+            most_backward = std::max(most_backward, rest_backward / speed_from_[stage + 1]);
+          }
+          bound = std::max(bound, sum + (micro_batches - 1) * (most_forward + most_backward));
         }
         if (Prunes(bound, crossing)) {
           if (exhausted_) least_unexplored_ = std::min(least_unexplored_, bound);
@@ -316,6 +345,7 @@ class Search {
   std::vector<int> cuts_;
   std::vector<bool> recompute_;
   std::vector<double> speed_from_;  // total speed of the devices of stages k..
+  std::vector<double> fastest_from_;  // the fastest of them
   std::vector<int> last_stage_of_device_;
   std::vector<double> device_busy_;   // per device, its chosen stages' F + B + W
   std::vector<double> device_start_;  // per device, its first stage's start_
