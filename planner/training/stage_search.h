@@ -26,7 +26,12 @@
 //     B * (its stages' F + B + W), and after its last op -- a backward of
 //     stage c -- the gradient still crosses stages c-1..0;
 //   - the items left go to the devices left, so one of them works at least
-//     their total over the devices' total speed.
+//     their total over the devices' total speed;
+//   - for GPipe, its own form (schedule.h): sum(F + B) + (B - 1)(max F +
+//     max B), with the chosen stages' costs and, for the rest, their work
+//     over the fastest remaining device and over all remaining speed.
+// A search that stops at its bound returns, besides its least unexplored
+// bound, the last two computed for the whole problem, from totals alone.
 // The first plan comes from a bottleneck balance (bisection on the busiest
 // device's time, each device greedily taking what fits) improved by moving
 // single cuts while the simulated step improves; a tight one prunes most of
