@@ -53,6 +53,10 @@ class SuffixBound {
     const int stages = table.stages();
     const int n = table.items();
     bound.tail_ = !table.split_weight();
+    bound.fastest_from_.assign(stages + 1, 0);
+    for (int k = stages - 1; k >= 0; --k) {
+      bound.fastest_from_[k] = std::max(bound.fastest_from_[k + 1], table.speed(k));
+    }
     bound.values_.assign(stages + 1, std::vector<double>(n + 1, kInfinity));
     bound.values_[stages][n] = 0;
     bound.end_.assign(stages, std::vector<int>(n + 1, -1));
@@ -131,9 +135,43 @@ class SuffixBound {
       work_plain[x] = micro_batches * (table.ForwardBefore(x) + both) / speed;
       work_recompute[x] = micro_batches * (2 * table.ForwardBefore(x) + both) / speed;
     }
+    // 1F1B: device k runs P - k forwards before its first backward, which
+    // waits for micro-batch 0's round trip through the stages after it; its
+    // last backward waits for the last micro-batch's. Along that chain
+    //   step >= S_k + G_k + 2 sum_{i>k} X_i + (B - P + k + 1) X_k,
+    // X_i a stage's F + B, when B >= P - k + 1 (so that a backward comes
+    // between the two). The stages after k take at least their work over
+    // the fastest of their devices. Kept where it rises with the stage's end
+    // (c_k X_k grows faster than the rest shrinks), as the search needs.
+    const double chain_times =
+        micro_batches - options.schedule.devices + k + 1;  // c_k, for 1F1B
+    const double rest_speed = k + 1 < stages ? fastest_from_[k + 1] : kInfinity;
+    const bool chain =
+        options.schedule.schedule == PipelineSchedule::k1F1B && chain_times >= 2 &&
+        chain_times >= 2 * speed / rest_speed;
+    // c_k X_k(e, x) + 2 rest(x) = chained(x) - (c_k / B) work(e), by choice:
+    // chained(x) = (c_k / B) work(x) + 2 (T(n) - T(x)) / rest_speed, T the
+    // items' work before x (0 at x = n, where nothing is left).
+    std::vector<double> chained_plain, chained_recompute;
+    const double per_work = chain_times / micro_batches;
+    if (chain) {
+      chained_plain.resize(n + 1);
+      chained_recompute.resize(n + 1);
+      const auto total_work = [&](int x) {
+        return table.ForwardBefore(x) + table.InputBefore(x) + table.WeightBefore(x);
+      };
+      for (int x = 0; x <= n; ++x) {
+        const double rest = x < n ? 2 * (total_work(n) - total_work(x)) / rest_speed : 0.0;
+        chained_plain[x] = per_work * work_plain[x] + rest;
+        chained_recompute[x] = per_work * work_recompute[x] + rest;
+      }
+    }
     const auto busy = [&](int e, int x, bool recompute) {
       const std::vector<double>& work = recompute ? work_recompute : work_plain;
-      return work[x] - work[e];
+      const double own = work[x] - work[e];
+      if (!chain) return own;
+      const std::vector<double>& chained = recompute ? chained_recompute : chained_plain;
+      return std::max(own, chained[x] - per_work * work[e]);
     };
     // The best end in a window for start e: the crossing of busy (rising)
     // and psi - phi(e) (falling) along the deque.
@@ -235,6 +273,7 @@ class SuffixBound {
   }
 
   bool tail_ = true;
+  std::vector<double> fastest_from_;  // the fastest device of stages k..
   std::vector<std::vector<double>> values_;  // D(k, e)
   std::vector<std::vector<int>> end_;        // the end attaining it
   std::vector<std::vector<bool>> recompute_;
