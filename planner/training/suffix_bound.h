@@ -35,7 +35,10 @@ namespace stage_search_internal {
 //   D(k, e) = min over ends x of max(B * busy_k(e, x),
 //                                    c_k(e, x) + D(k + 1, x)),
 //   c_k = F_k + t_k (+ B_k + t_k with the gradient tail),
-// bounds the rest: step >= S_k + G_k + D(k, e). Each stage takes its
+// bounds the rest: step >= S_k + G_k + D(k, e). For 1F1B, B * busy_k is
+// replaced by the larger of it and the chain through device k's first and
+// last backward, c_k X_k + 2 (the rest's work over its fastest device),
+// c_k = B - P + k + 1 (see Stage). Each stage takes its
 // fastest choice that fits (more only adds time), ends where the pins
 // allow. For fixed e, B * busy_k grows with x, and of two ends the earlier
 // is better when its c + D is no larger; so the useful ends, kept in a
