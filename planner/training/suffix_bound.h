@@ -37,8 +37,8 @@ namespace stage_search_internal {
 //   c_k = F_k + t_k (+ B_k + t_k with the gradient tail),
 // bounds the rest: step >= S_k + G_k + D(k, e). For 1F1B, B * busy_k is
 // replaced by the larger of it and the chain through device k's first and
-// last backward, c_k X_k + 2 (the rest's work over its fastest device),
-// c_k = B - P + k + 1 (see Stage). Each stage takes its
+// last backward, (B - P + k + 1) X_k + 2 (the rest's work over its fastest
+// device), X_k the stage's F + B (see Stage). Each stage takes its
 // fastest choice that fits (more only adds time), ends where the pins
 // allow. For fixed e, B * busy_k grows with x, and of two ends the earlier
 // is better when its c + D is no larger; so the useful ends, kept in a
@@ -145,15 +145,16 @@ class SuffixBound {
     // X_i a stage's F + B, when B >= P - k + 1 (so that a backward comes
     // between the two). The stages after k take at least their work over
     // the fastest of their devices. Kept where it rises with the stage's end
-    // (c_k X_k grows faster than the rest shrinks), as the search needs.
-    const double chain_times =
-        micro_batches - options.schedule.devices + k + 1;  // c_k, for 1F1B
+    // ((B - P + k + 1) X_k grows faster than the rest shrinks), as the
+    // search needs.
+    const double chain_times = micro_batches - options.schedule.devices + k + 1;  // B - P + k + 1
     const double rest_speed = k + 1 < stages ? fastest_from_[k + 1] : kInfinity;
     const bool chain =
         options.schedule.schedule == PipelineSchedule::k1F1B && chain_times >= 2 &&
         chain_times >= 2 * speed / rest_speed;
-    // c_k X_k(e, x) + 2 rest(x) = chained(x) - (c_k / B) work(e), by choice:
-    // chained(x) = (c_k / B) work(x) + 2 (T(n) - T(x)) / rest_speed, T the
+    // With m = B - P + k + 1: m X_k(e, x) + 2 rest(x) = chained(x) - (m / B)
+    // work(e), by choice: chained(x) = (m / B) work(x) + 2 (T(n) - T(x)) /
+    // rest_speed, T the
     // items' work before x (0 at x = n, where nothing is left).
     std::vector<double> chained_plain, chained_recompute;
     const double per_work = chain_times / micro_batches;
