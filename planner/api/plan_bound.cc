@@ -154,6 +154,30 @@ std::string DescribeShardBound(const ShardPlan& plan, int64_t graph_total_bytes)
   return text + ".";
 }
 
+std::string DescribeDataParallelBound(const CompactGraph& graph, const DataParallelPlan& plan) {
+  std::string text = absl::StrCat("Each step moves ", Bytes(plan.communication_bytes_per_step),
+                                  " between the devices in ", plan.redistributions.size(),
+                                  plan.redistributions.size() == 1 ? " redistribution"
+                                                                   : " redistributions");
+  const DataParallelRedistribution* most = nullptr;
+  for (const DataParallelRedistribution& move : plan.redistributions) {
+    if (most == nullptr || move.bytes > most->bytes) most = &move;
+  }
+  if (most != nullptr) {
+    absl::StrAppend(&text, "; the most is ", most->collective, " of '", graph.name(most->value),
+                    "' for '", graph.name(most->consumer), "' (", Bytes(most->bytes),
+                    " from each device)");
+  }
+  int ambiguous = 0;
+  for (const DataParallelNode& node : plan.nodes) ambiguous += node.ambiguous ? 1 : 0;
+  absl::StrAppend(&text, ".");
+  if (ambiguous > 0) {
+    absl::StrAppend(&text, " ", ambiguous, ambiguous == 1 ? " node was" : " nodes were",
+                    " decided without a rule (`ambiguous`): check them first.");
+  }
+  return text;
+}
+
 std::string DescribeTrainingBound(const TrainingStagePlan& plan,
                                   const std::vector<TrainingDevice>& devices,
                                   const TrainingWhatIf* more_memory, const TrainingWhatIf* one_more,

@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "planner/data_parallel/data_parallel_plan.h"
 #include "planner/fx/partitioner.h"
 #include "planner/graph/devices.h"
+#include "planner/graph/graph.h"
 #include "planner/pipeline/shard_graph.h"
 #include "planner/training/stage_search.h"
 
@@ -54,6 +56,11 @@ std::string DescribeBound(const PlanFigures& now, const PlanFigures* one_more,
 // for BALANCED, the one with the most work. No what-ifs: shards are not
 // placed on memory.
 std::string DescribeShardBound(const ShardPlan& plan, int64_t graph_total_bytes);
+
+// A data-parallel plan (PlanDataParallelResponse.bound): the bytes each
+// step moves, the redistribution moving the most, and the nodes decided
+// without a rule. No what-ifs: the plan does not depend on memory.
+std::string DescribeDataParallelBound(const CompactGraph& graph, const DataParallelPlan& plan);
 
 // Training plans (TrainingPlan.bound): the busiest stage, the device
 // nearest its memory, and the step of the first plan found (no search:

@@ -4,6 +4,7 @@
 #include "absl/status/status.h"
 #include "google/protobuf/arena.h"
 #include "planner/api/entry_points.h"
+#include "planner/api/plan_bound.h"
 #include "planner/base/status_util.h"
 #include "planner/data_parallel/data_parallel_options.h"
 #include "planner/data_parallel/data_parallel_plan.h"
@@ -44,7 +45,9 @@ absl::Status PlanDataParallel(const v1::PlanDataParallelRequest& request,
                             DataParallelOptions::FromRequest(request, graph, devices));
   PARTPLAN_ASSIGN_OR_RETURN(const DataParallelPlan plan,
                             PlanDataParallelPlan(graph, options, devices, token));
-  return DataParallelResponseFromPlan(graph, plan, token, response);
+  PARTPLAN_RETURN_IF_ERROR(DataParallelResponseFromPlan(graph, plan, token, response));
+  response->set_bound(DescribeDataParallelBound(graph, plan));
+  return absl::OkStatus();
 }
 
 }  // namespace partplan

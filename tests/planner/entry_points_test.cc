@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/base/status_util.h"
@@ -238,6 +239,31 @@ TEST(EntryPointsTest, DataParallelPlansHoldTheDeviceLimit) {
   const absl::Status status = PlanDataParallel(request, limits, token, &response);
   EXPECT_EQ(FieldOf(status), "devices.devices") << status;
   EXPECT_NE(status.message().find("--max_devices"), absl::string_view::npos) << status;
+}
+
+// A data-parallel plan says what it moves per step and what it guessed.
+TEST(EntryPointsTest, DataParallelPlansSayWhatBoundsThem) {
+  v1::PlanDataParallelRequest request;
+  *request.mutable_graph() = Chain();
+  for (v1::Node& node : *request.mutable_graph()->mutable_nodes()) {
+    if (node.op() == v1::OUTPUT) continue;
+    v1::TensorMeta* output = node.add_outputs();  // a batch of 4 along dim 0
+    output->add_shape(4);
+    output->add_shape(8);
+    output->set_dtype("torch.float32");
+  }
+  *request.mutable_devices() = TestDevices({1000, 1000});
+  CancellationToken token;
+  v1::PlanDataParallelResponse response;
+  const absl::Status status = PlanDataParallel(request, InputLimits(), token, &response);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(response.bound(), HasSubstr("Each step moves "));
+  int ambiguous = 0;
+  for (const v1::NodeSharding& node : response.nodes()) ambiguous += node.ambiguous();
+  if (ambiguous > 0) {
+    EXPECT_THAT(response.bound(), HasSubstr(absl::StrCat(ambiguous)));
+    EXPECT_THAT(response.bound(), HasSubstr("decided without a rule"));
+  }
 }
 
 // PlanTraining's request: eight nodes l0..l7 in a chain (100 bytes crossing
