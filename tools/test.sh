@@ -35,8 +35,10 @@ if [[ -z "$targets" ]]; then
   exit 1
 fi
 
-# The build that ships (deploy/docker/Dockerfile builds with -c opt).
-flags=("$@")
+# The build that ships (deploy/docker/Dockerfile builds with -c opt), unless
+# Bazel flags are given.
+given_flags=("$@")
+flags=("${given_flags[@]}")
 if [[ ${#flags[@]} -eq 0 ]]; then
   flags=(--config=opt)
 fi
@@ -99,13 +101,13 @@ rerun_cpp_tests() {
   rerun_summary=$(mktemp)
   # --symlink_prefix=/: the bazel-* links keep pointing at the first run's build.
   bazel test --config="$config" --symlink_prefix=/ --keep_going --test_summary=short \
-    "${extra_flags[@]}" -- \
+    "${given_flags[@]}" -- \
     "${patterns[@]}" 2>&1 | tee "$rerun_summary"
   rerun_status=${PIPESTATUS[0]}
   failed_before=$failed
   # shellcheck disable=SC2086  # one target per word
   count_reports "$rerun_summary" \
-    "$(bazel info --config="$config" bazel-testlogs "${extra_flags[@]}" 2>/dev/null)" $rerun_targets
+    "$(bazel info --config="$config" bazel-testlogs "${given_flags[@]}" 2>/dev/null)" $rerun_targets
   rm -f "$rerun_summary"
   if [[ $rerun_status -ne 0 && $failed -eq $failed_before ]]; then
     failed=$((failed + 1))
@@ -114,8 +116,6 @@ rerun_cpp_tests() {
     bazel_status=$rerun_status
   fi
 }
-extra_flags=("$@")
-
 if [[ "${PARTPLAN_SANITIZE:-0}" == 1 ]]; then
   # The C++ tests only: tests/deploy checks the image's packages against the
   # binary's libraries, which under sanitizers include libasan and libubsan.
