@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# The clients against the server's own time: the C++ CLI (`partplan call`)
-# and the Python client (`Client.call` with the request's bytes), each on a
-# 10^6-node request, timed from outside (wall time and peak RSS) and set
-# beside the duration the server logs for the same call (its x-request-id).
-# The server runs with the plan cache off, so every call is planned.
+# The clients against the server's own time: the C++ CLI (`partplan call`),
+# the Python client (`Client.call` with the request's bytes, or a function
+# reading them) and the Python CLI (`python3 -m partplan call`, JSON to
+# stdout), each on a 10^6-node
+# request, timed from outside (wall time and peak RSS) and set beside the
+# duration the server logs for the same call (its x-request-id). The server
+# runs with the plan cache off, so every call is planned.
 #
 #   tools/client_bench.sh            # 10^6 nodes, 3 runs of each
 #   tools/client_bench.sh 100000 5   # 10^5 nodes, 5 runs
 #
 # Prints one line per client and call: median wall time of the process, of the
 # call alone (the Python client's, without starting the interpreter), the
-# server's median duration, the call's ratio to it, peak RSS and its ratio to
-# the request's size. The
+# server's median duration, the call's ratio to it, peak RSS, its ratio to
+# the request's size, and (for the Python client) the ratio of what the call
+# added to the RSS of the imported, connected client before it. The
 # targets (issue #28): wall time at most 2x the server's for Validate and 3x
 # for PartitionGraph with JSON output; RSS at most 2x the request.
 set -euo pipefail
@@ -66,17 +69,31 @@ for i in $(seq "$runs"); do
     file=${rpc##*:}
     run "cli.$file.$i" "$bin/client/cli/partplan" call "$method" --request="$work/$file.pb" \
       --target="127.0.0.1:$port" --deadline=300s --request_id="cli.$file.$i"
-    run "python.$file.$i" env PYTHONPATH=client/python "$python" -c '
+    # python: the bytes, held by the caller; pyread: a function reading them,
+    # so that the client can let them go once sent.
+    for client in python pyread; do
+      run "$client.$file.$i" env PYTHONPATH=client/python "$python" -c '
 import sys, time, partplan
-method, path, target, request_id, timing = sys.argv[1:]
-with partplan.Client(target, timeout=300) as client:
-    start = time.monotonic()  # what a notebook pays: the file read and the call
+client_id, method, path, target, request_id, timing = sys.argv[1:]
+def read():
     with open(path, "rb") as f:
-        data = f.read()
-    client.call(method, data, metadata=[("x-request-id", request_id)])
+        return f.read()
+with partplan.Client(target, timeout=300) as client:
+    client.wait_until_ready()
+    with open("/proc/self/status") as f:  # RSS of the imported, connected client
+        before = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+    start = time.monotonic()  # what a notebook pays: the file read and the call
+    if client_id == "python":
+        data = read()
+        client.call(method, data, metadata=[("x-request-id", request_id)])
+    else:
+        client.call(method, read, metadata=[("x-request-id", request_id)])
     with open(timing, "w") as out:
-        out.write(str(time.monotonic() - start))
-' "$method" "$work/$file.pb" "127.0.0.1:$port" "python.$file.$i" "$work/call.python.$file.$i"
+        out.write(f"{time.monotonic() - start} {before}")
+' "$client" "$method" "$work/$file.pb" "127.0.0.1:$port" "$client.$file.$i" "$work/call.$client.$file.$i"
+    done
+    run "pycli.$file.$i" env PYTHONPATH=client/python "$python" -m partplan call "$method" \
+      --request="$work/$file.pb" --target="127.0.0.1:$port" --deadline=300s --request-id="pycli.$file.$i"
   done
 done
 
@@ -98,19 +115,24 @@ with open(f"{work}/timings") as f:
         request_id, wall, rss_kb = line.split()
         client, file, _ = request_id.split(".")
         call_file = f"{work}/call.{request_id}"
-        call = float(open(call_file).read()) if os.path.exists(call_file) else float(wall)
+        call, before_kb = float(wall), None
+        if os.path.exists(call_file):
+            call, before_kb = open(call_file).read().split()
+            call, before_kb = float(call), int(before_kb)
         runs.setdefault((client, file), []).append(
-            (float(wall), call, int(rss_kb) * 1024, server[request_id]))
+            (float(wall), call, int(rss_kb) * 1024, server[request_id],
+             None if before_kb is None else (int(rss_kb) - before_kb) * 1024))
 # wall: the whole process; call: the file read and the call alone (for the
-# CLI, its process is the call).
+# CLIs, the process is the call); added: peak RSS less the client's before.
 print(f"{'client':7} {'request':26} {'wall s':>7} {'call s':>7} {'server s':>8} {'ratio':>6} "
-      f"{'RSS MB':>7} {'RSS/req':>7}")
+      f"{'RSS MB':>7} {'RSS/req':>7} {'added/req':>9}")
 for (client, file), samples in sorted(runs.items()):
     wall = statistics.median(s[0] for s in samples)
     call = statistics.median(s[1] for s in samples)
     duration = statistics.median(s[3] for s in samples)
     rss = max(s[2] for s in samples)
     size = os.path.getsize(f"{work}/{file}.pb")
+    added = "" if samples[0][4] is None else f"{max(s[4] for s in samples) / size:9.2f}"
     print(f"{client:7} {file:26} {wall:7.2f} {call:7.2f} {duration:8.2f} {call / duration:6.1f} "
-          f"{rss / 2**20:7.0f} {rss / size:7.2f}")
+          f"{rss / 2**20:7.0f} {rss / size:7.2f} {added}")
 EOF

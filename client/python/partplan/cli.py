@@ -16,6 +16,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import operator
 import os
 import sys
 from typing import List, Optional
@@ -243,6 +244,7 @@ def _client(args):
         certificate_chain=args.client_cert,
         server_name=args.server_name,
         token=token,
+        metadata=[("x-request-id", args.request_id)] if args.request_id else (),
     )
 
 
@@ -257,7 +259,166 @@ def _print_response(response, output: str, request=None) -> None:
         # The request labels the report's edges with the bytes crossing them.
         sys.stdout.write(report_html(response, request))
     else:
-        sys.stdout.write(json_format.MessageToJson(response, indent=1) + "\n")
+        write_json(response, sys.stdout)
+
+
+# Messages without a repeated field longer than this (at any depth) are
+# converted whole by json_format; others field by field, their long repeated
+# fields element by element.
+_JSON_WHOLE_ELEMENTS = 256
+_JSON_CHUNK = 1 << 20
+
+
+def write_json(message, out) -> None:
+    """Writes json_format.MessageToJson(message, indent=1) and a newline to
+    `out`, the same text, as it goes: a large response (a plan naming 10^6
+    nodes) is never held as a dict of dicts and a string besides the message,
+    which cost 40x its serialised size and seconds of the pure-Python indented
+    encoder."""
+    pieces: List[str] = []
+    size = 0
+
+    def emit(text: str) -> None:
+        nonlocal size
+        pieces.append(text)
+        size += len(text)
+        if size >= _JSON_CHUNK:
+            out.write("".join(pieces))
+            pieces.clear()
+            size = 0
+
+    _write_message_json(message, 0, emit)
+    emit("\n")
+    out.write("".join(pieces))
+
+
+def _small_json(value, depth: int) -> str:
+    """json.dumps(value, indent=1) as it reads nested `depth` levels deep
+    (JSON strings hold no raw newline)."""
+    return json.dumps(value, indent=1).replace("\n", "\n" + " " * depth)
+
+
+def _write_message_json(message, depth: int, emit) -> None:
+    from google.protobuf.descriptor import FieldDescriptor
+
+    fields = message.ListFields()
+    if (not _long_json(fields) or message.DESCRIPTOR.full_name.startswith("google.protobuf.")
+            or any(f.is_extension for f, _ in fields)):
+        emit(_small_json(json_format.MessageToDict(message), depth))
+        return
+    inner = " " * (depth + 1)
+    emit("{")
+    for i, (field, value) in enumerate(fields):
+        emit(("\n" if i == 0 else ",\n") + inner + json.dumps(field.json_name) + ": ")
+        repeated = field.label == FieldDescriptor.LABEL_REPEATED
+        map_field = repeated and field.message_type is not None and field.message_type.GetOptions().map_entry
+        element = _element_json(field, depth + 2) if repeated and not map_field else None
+        if element is not None or (repeated and field.message_type is not None and not map_field):
+            item = "\n" + " " * (depth + 2)
+            if element is not None:
+                # In slices: one string per slice, not three calls per element.
+                sep = "," + item
+                for start in range(0, len(value), 4096):
+                    emit(("[" if start == 0 else ",") + item
+                         + sep.join(map(element, value[start:start + 4096])))
+            else:
+                for j, v in enumerate(value):
+                    emit(("," if j else "[") + item)
+                    _write_message_json(v, depth + 2, emit)
+            emit("\n" + inner + "]")
+        elif field.message_type is not None and not map_field:
+            _write_message_json(value, depth + 1, emit)
+        else:
+            # A map, a singular scalar or repeated floats or bytes:
+            # json_format's value, from a message holding only this field.
+            one = type(message)()
+            if map_field:
+                getattr(one, field.name).MergeFrom(value)
+            elif repeated:
+                getattr(one, field.name).extend(value)
+            else:
+                setattr(one, field.name, value)
+            emit(_small_json(json_format.MessageToDict(one)[field.json_name], depth + 1))
+    emit("\n" + " " * depth + "}")
+
+
+def _long_json(fields) -> bool:
+    """Whether a message's fields (its ListFields) hold, at any depth, a
+    repeated field of more than _JSON_WHOLE_ELEMENTS elements."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    for field, value in fields:
+        if field.label == FieldDescriptor.LABEL_REPEATED:
+            if len(value) > _JSON_WHOLE_ELEMENTS:
+                return True
+            if field.message_type is not None and not field.message_type.GetOptions().map_entry:
+                if any(_long_json(v.ListFields()) for v in value):
+                    return True
+        elif field.message_type is not None and _long_json(value.ListFields()):
+            return True
+    return False
+
+
+def _element_json(field, depth: int):
+    """A function giving the JSON of one element of repeated `field` as
+    json_format writes it, for strings, integers, bools, enums and messages
+    of only those; None for other types (other messages are written field by
+    field, other scalars by json_format)."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    scalar = _scalar_json(field)
+    if scalar is not None:
+        return scalar
+    if field.message_type is None:
+        return None
+    message_type = field.message_type
+    if message_type.full_name.startswith("google.protobuf.") or message_type.oneofs:
+        return None
+    if message_type.file.syntax != "proto3":
+        return None
+    # proto3 fields without presence: set when not 0, "" or false, and
+    # listed in field number order, as ListFields gives them.
+    encoders = []
+    for f in sorted(message_type.fields, key=lambda f: f.number):
+        encoder = _scalar_json(f) if f.label != FieldDescriptor.LABEL_REPEATED else None
+        if encoder is None:
+            return None
+        encoders.append((json.dumps(f.json_name) + ": ", encoder))
+    if not encoders:
+        return lambda v: "{}"
+    values = operator.attrgetter(*(f.name for f in sorted(message_type.fields, key=lambda f: f.number)))
+    if len(encoders) == 1:
+        values = (lambda get: lambda v: (get(v),))(values)
+    inner = ",\n" + " " * (depth + 1)
+    first = "{\n" + " " * (depth + 1)
+    close = "\n" + " " * depth + "}"
+
+    def message_json(v) -> str:
+        parts = [key + encoder(x) for (key, encoder), x in zip(encoders, values(v)) if x]
+        return first + inner.join(parts) + close if parts else "{}"
+    return message_json
+
+
+def _scalar_json(field):
+    """JSON of one value of a scalar field as json_format writes it, for the
+    types whose conversion is exact here; None for the others (floats,
+    bytes, messages)."""
+    from json.encoder import encode_basestring_ascii
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    t = field.type
+    if t == F.TYPE_STRING:
+        return encode_basestring_ascii
+    if t in (F.TYPE_INT32, F.TYPE_SINT32, F.TYPE_SFIXED32, F.TYPE_UINT32, F.TYPE_FIXED32):
+        return int.__repr__
+    if t in (F.TYPE_INT64, F.TYPE_SINT64, F.TYPE_SFIXED64, F.TYPE_UINT64, F.TYPE_FIXED64):
+        return lambda v: '"%d"' % v
+    if t == F.TYPE_BOOL:
+        return lambda v: "true" if v else "false"
+    if t == F.TYPE_ENUM:
+        names = {v.number: json.dumps(v.name) for v in field.enum_type.values}
+        return lambda v: names.get(v) or repr(v)
+    return None
 
 
 def _devices_from_args(args):
@@ -337,8 +498,21 @@ def cmd_call(args) -> int:
         raise UsageError(f"--request {args.request}: {e.message}") from None
     except (OSError, ValueError) as e:
         raise UsageError(f"--request {args.request}: {e}") from None
+    send = request
+    if isinstance(request, bytes) and args.output != "html":
+        # Handed over (only the HTML report reads the request again), so that
+        # it is not held while the server works and the response is read and
+        # written; a retry reads the file again.
+        held = [request]
+        request = None
+
+        def send(path=args.request):
+            if held:
+                return held.pop()
+            with open(path, "rb") as f:
+                return f.read()
     with _client(args) as client:
-        response = client.call(args.method, request)
+        response = client.call(args.method, send)
     _print_response(response, args.output, request)
     return 0
 
@@ -371,6 +545,8 @@ def _add_connection_flags(p) -> None:
                                    "started with --auth_tokens_file); prefer --token-file, since "
                                    "arguments are visible to other users")
     p.add_argument("--token-file", help="file holding the bearer token (surrounding whitespace ignored)")
+    p.add_argument("--request-id", help="sent as x-request-id metadata, to find the call in the server's "
+                                        "log (default: a random one per call)")
 
 
 def _json_object(text: str) -> dict:

@@ -515,11 +515,24 @@ class Client:
              metadata: Iterable[Tuple[str, str]] = (), retry: Optional[RetryPolicy] = None) -> Message:
         """Calls RPC `method` ("PartitionGraph", ...) with `request` (its
         message, a dict in proto3 JSON form, or its serialised bytes, sent as
-        they are); returns the response. Raises PartplanError."""
+        they are); returns the response. Raises PartplanError.
+
+        `request` may also be a function returning the serialised bytes,
+        called once per attempt: the client then keeps no reference to them,
+        and gRPC lets its own go once the request is written, so if the
+        function keeps none either (reading a file, say) the request is not
+        held while the server works and the response is read."""
         if method not in RPCS:
             raise ValueError(f"unknown RPC {method!r}; one of {', '.join(RPCS)}")
         _, request_cls, _ = RPCS[method]
-        if isinstance(request, (bytes, bytearray, memoryview)):
+        source = None
+        if callable(request) and not isinstance(request, Message):
+            # gRPC's unary call holds the request's bytes, and its copy of
+            # them, until the response is in; sent as a stream of one
+            # message (the same on the wire) both go once it is written.
+            source = request
+            rpc = self._bytes_rpc(method, stream=True)
+        elif isinstance(request, (bytes, bytearray, memoryview)):
             # A serialised request is sent as it is: parsing and serialising
             # again would cost more than the server's work on a large graph.
             rpc = self._bytes_rpc(method)
@@ -547,6 +560,8 @@ class Client:
                 if remaining is not None and remaining <= 0:
                     raise PartplanError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded",
                                         method=method, attempts=attempt - 1, request_id=request_id)
+                if source is not None:
+                    return rpc(_handed_over(source), timeout=remaining, metadata=call_metadata)
                 return rpc(request, timeout=remaining, metadata=call_metadata)
             except grpc.RpcError as e:
                 error = PartplanError.from_rpc_error(
@@ -558,15 +573,16 @@ class Client:
                 raise error
             self._sleep(wait)
 
-    def _bytes_rpc(self, method: str):
-        """The RPC taking its request as serialised bytes, made once."""
-        rpc = self._bytes_rpcs.get(method)
+    def _bytes_rpc(self, method: str, stream: bool = False):
+        """The RPC taking its request as serialised bytes (with `stream`, as
+        an iterator of one), made once."""
+        rpc = self._bytes_rpcs.get((method, stream))
         if rpc is None:
             service = pb.planner_service_pb2.DESCRIPTOR.services_by_name["PartitionPlanner"]
-            rpc = self.channel.unary_unary(f"/{service.full_name}/{method}",
-                                           request_serializer=None,
-                                           response_deserializer=RPCS[method][2].FromString)
-            self._bytes_rpcs[method] = rpc
+            make = self.channel.stream_unary if stream else self.channel.unary_unary
+            rpc = make(f"/{service.full_name}/{method}", request_serializer=None,
+                       response_deserializer=RPCS[method][2].FromString)
+            self._bytes_rpcs[(method, stream)] = rpc
         return rpc
 
     # -- one method per RPC ------------------------------------------------
@@ -696,6 +712,22 @@ class Client:
         if mode_value is not None:
             config.mode = mode_value
         return config
+
+
+def _handed_over(source):
+    """An iterator of one request, the bytes source() returns, read here so
+    that its errors are the caller's; it keeps no reference to them once
+    gRPC has taken them."""
+    data = source()
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"the request function returned {type(data).__name__}, not the "
+                        "serialised request's bytes")
+    held = [bytes(data)]
+    del data
+
+    def one():
+        yield held.pop()
+    return one()
 
 
 def _call_method(rpc: str):

@@ -328,6 +328,69 @@ class CliTest(unittest.TestCase):
         self.assertEqual(status, 0, err)
         self.assertEqual(json.loads(out)["nodeCount"], 12)
 
+    def test_request_id(self):
+        validate = os.path.join(support.REPO, "client", "examples", "validate.json")
+        with support.FakeServer() as server:
+            for argv in ((), ("--request-id", "cli-42")):
+                status, out, err = run_cli("call", "Validate", "--request", validate,
+                                           "--target", server.target, *argv)
+                self.assertEqual(status, 0, err)
+            first, second = server.planner.calls
+            self.assertRegex(first["x-request-id"], "^[0-9a-f]{32}$")
+            self.assertEqual(second["x-request-id"], "cli-42")
+            # A binary request is handed over to the client; a retry reads
+            # the file again.
+            binary = self.path("validate.pb")
+            with open(binary, "wb") as f:
+                f.write(pb.ValidateRequest(graph=pb.Graph()).SerializeToString())
+            server.planner.calls.clear()
+            server.planner.fail_first = 2
+            status, out, err = run_cli("call", "Validate", "--request", binary,
+                                       "--target", server.target)
+            self.assertEqual(status, 0, err)
+            self.assertEqual(json.loads(out), {"nodeCount": 1})
+            self.assertEqual(len(server.planner.calls), 3)
+
+    def test_json_output_is_json_format(self):
+        # The JSON written as it goes is MessageToJson's text, to the byte,
+        # whichever parts of a message are written whole.
+        examples = os.path.join(support.REPO, "client", "examples")
+        client = partplan.Client(self.server.target, timeout=60)
+        self.addCleanup(client.close)
+        responses = []
+        for name in ("partition_graph", "plan", "split_graph", "shard_graph", "plan_training",
+                     "plan_data_parallel", "build_pipeline_graph", "validate"):
+            method = "".join(w.title() for w in name.split("_"))
+            with open(os.path.join(examples, f"{name}.json")) as f:
+                request = json.load(f)
+            responses.append(client.call(method, request))
+            if "graph" in request and method in ("PartitionGraph", "Plan", "ShardGraph"):
+                request["nodeReferences"] = "NODE_REFERENCES_INDICES"
+                responses.append(client.call(method, request))
+        # Strings to escape, 0 and negative partitions, int64 sizes, doubles,
+        # enums, an empty message in a long list.
+        plan = pb.PartitionGraphResponse()
+        for i in range(1000):
+            plan.plan.assignments.add(node=f"n\u00e9\"{i}\\\n", partition=i % 3 - 1)
+        plan.plan.assignments.add()
+        part = plan.plan.partitions.add(id=2, memory_bytes=1 << 40, latency_seconds=0.1)
+        part.nodes.extend(f"n{i}" for i in range(600))
+        plan.plan.summary.planner = "x"
+        plan.plan.partition_by_node_index.extend(range(-1, 700))
+        responses.append(plan)
+        responses.append(pb.PartitionGraphResponse())
+        for whole_elements in (cli._JSON_WHOLE_ELEMENTS, 2, 0):
+            for response in responses:
+                with self.subTest(type(response).__name__, whole_elements=whole_elements):
+                    old = cli._JSON_WHOLE_ELEMENTS
+                    cli._JSON_WHOLE_ELEMENTS = whole_elements
+                    try:
+                        out = io.StringIO()
+                        cli.write_json(response, out)
+                    finally:
+                        cli._JSON_WHOLE_ELEMENTS = old
+                    self.assertEqual(out.getvalue(), json_format.MessageToJson(response, indent=1) + "\n")
+
     def test_module_entry_point(self):
         # The real `python3 -m partplan`, which plans without importing torch.
         graph = os.path.join(support.REPO, "client", "examples", "graph_mlp.json")

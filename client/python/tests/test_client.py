@@ -116,6 +116,22 @@ class RetryTest(unittest.TestCase):
             self.assertEqual(caught.exception.attempts, 1)
             self.assertEqual(caught.exception.message, "failing call 1 on purpose")
 
+    def test_request_function_called_once_per_attempt(self):
+        # A request handed over as a function of its bytes: each attempt
+        # asks for them again, since the client keeps none.
+        with support.FakeServer() as server:
+            server.planner.fail_first = 2
+            reads = []
+
+            def read():
+                reads.append(1)
+                return pb.ValidateRequest(graph=pb.Graph()).SerializeToString()
+            with partplan.Client(server.target, timeout=10, retry=FAST_RETRY) as client:
+                self.assertEqual(client.call("Validate", read).node_count, 1)
+            self.assertEqual(len(reads), 3)
+            self.assertEqual(len(server.planner.calls), 3)
+            self.assertEqual(len({c["x-request-id"] for c in server.planner.calls}), 1)
+
 
 class DeadlineTest(unittest.TestCase):
     def test_slow_server_deadline_exceeded(self):
@@ -436,15 +452,18 @@ class RealServerTest(unittest.TestCase):
             request = json_format.Parse(f.read(), pb.PartitionGraphRequest())
         by_message = self.client.call("PartitionGraph", request)
         for form in (request.SerializeToString(), bytearray(request.SerializeToString()),
-                     memoryview(request.SerializeToString())):
+                     memoryview(request.SerializeToString()), request.SerializeToString):
             by_bytes = self.client.call("PartitionGraph", form)
             self.assertIsInstance(by_bytes, pb.PartitionGraphResponse)
             by_bytes.plan.summary.planner_seconds = by_message.plan.summary.planner_seconds
             self.assertEqual(by_bytes, by_message)
         # Bytes that are no request: the server says so, naming where.
-        with self.assertRaises(partplan.PartplanError) as caught:
-            self.client.call("PartitionGraph", b"\x0a\x10short")
-        self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        for form in (b"\x0a\x10short", lambda: b"\x0a\x10short"):
+            with self.assertRaises(partplan.PartplanError) as caught:
+                self.client.call("PartitionGraph", form)
+            self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        with self.assertRaisesRegex(TypeError, "returned str, not the serialised request's bytes"):
+            self.client.call("PartitionGraph", lambda: "{}")
 
     def test_bad_request_field_violations(self):
         graph = json_format.ParseDict({"nodes": [
