@@ -19,12 +19,15 @@
 #include "planner/graph/devices.h"
 #include "planner/graph/graph_import.h"
 #include "planner/graph/serialized_request.h"
+#include "planner/parallelize/parallel_search.h"
+#include "planner/parallelize/parallelize_problem.h"
 #include "planner/pipeline/pipeline_graph.h"
 #include "planner/pipeline/shard_graph.h"
 #include "planner/split/split_graph.h"
 #include "planner/training/stage_search.h"
 #include "planner/training/training_chain.h"
 #include "planner/wire/pipeline_graph_response.h"
+#include "planner/wire/parallelize_response.h"
 #include "planner/wire/partition_plan.h"
 #include "planner/wire/plan_with_names.h"
 #include "planner/wire/shard_graph_response.h"
@@ -448,6 +451,24 @@ absl::Status PlanTraining(const v1::PlanTrainingRequest& request, const GraphSou
   PARTPLAN_RETURN_IF_ERROR(TrainingPlanResponseFromPlan(graph, devices, problem, plan, token, response));
   PARTPLAN_ASSIGN_OR_RETURN(*response->mutable_plan()->mutable_bound(),
                             TrainingBoundOf(problem, plan, token));
+  return absl::OkStatus();
+}
+
+absl::Status Parallelize(const v1::ParallelizeRequest& request, const GraphSource& graph,
+                         const InputLimits& /*limits*/, const CancellationToken& token,
+                         v1::ParallelizeResponse* response) {
+  const bool graph_given = graph.parsed() != nullptr ? graph.parsed()->nodes_size() > 0
+                                                     : CountSerializedNodes(graph.serialized()) != 0;
+  if (graph_given) {
+    return InvalidFieldError("graph",
+                             "Parallelize reads models given as `transformer`; a graph is not "
+                             "planned by it yet");
+  }
+  PARTPLAN_ASSIGN_OR_RETURN(const ParallelizeProblem problem,
+                            ParallelizeProblemFromRequest(request));
+  PARTPLAN_ASSIGN_OR_RETURN(const ParallelSearchResult result,
+                            SearchParallelConfigs(problem, token));
+  ParallelizeResponseFromResult(problem, result, response);
   return absl::OkStatus();
 }
 

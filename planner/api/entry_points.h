@@ -111,6 +111,16 @@ absl::Status PlanTraining(const v1::PlanTrainingRequest& request, const GraphSou
                           const InputLimits& limits, const CancellationToken& token,
                           v1::PlanTrainingResponse* response);
 
+// Parallel configurations of a transformer on a cluster (parallelize.proto):
+// the request validated (parallelize/parallelize_problem.h), the lattice
+// searched (parallelize/parallel_search.h) and the ranked configurations
+// written (wire/parallelize_response.h). INVALID_ARGUMENT on `graph` when
+// one is given (models come as `transformer`); FAILED_PRECONDITION when no
+// configuration fits.
+absl::Status Parallelize(const v1::ParallelizeRequest& request, const GraphSource& graph,
+                         const InputLimits& limits, const CancellationToken& token,
+                         v1::ParallelizeResponse* response);
+
 #define PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(Name, Request, Response)                  \
   inline absl::Status Name(const v1::Request& request, const InputLimits& limits,    \
                            const CancellationToken& token, v1::Response* response) { \
@@ -126,6 +136,7 @@ PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(PlanDataParallel, PlanDataParallelRequest,
 PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(Plan, PlanRequest, PlanResponse)
 PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(Validate, ValidateRequest, ValidateResponse)
 PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(PlanTraining, PlanTrainingRequest, PlanTrainingResponse)
+PARTPLAN_PARSED_GRAPH_ENTRY_POINT_(Parallelize, ParallelizeRequest, ParallelizeResponse)
 #undef PARTPLAN_PARSED_GRAPH_ENTRY_POINT_
 
 // The same, returning the response by value (for tests and tools):
@@ -157,6 +168,7 @@ PARTPLAN_RETURNING_ENTRY_POINT_(PlanDataParallel, PlanDataParallelRequest,
 PARTPLAN_RETURNING_ENTRY_POINT_(Plan, PlanRequest, PlanResponse)
 PARTPLAN_RETURNING_ENTRY_POINT_(Validate, ValidateRequest, ValidateResponse)
 PARTPLAN_RETURNING_ENTRY_POINT_(PlanTraining, PlanTrainingRequest, PlanTrainingResponse)
+PARTPLAN_RETURNING_ENTRY_POINT_(Parallelize, ParallelizeRequest, ParallelizeResponse)
 #undef PARTPLAN_RETURNING_ENTRY_POINT_
 
 }  // namespace partplan

@@ -48,6 +48,7 @@ enum class PlannerRpc {
   kPlan,
   kValidate,
   kPlanTraining,
+  kParallelize,
 };
 
 // Answers `request` (of the row's request type; its graph, when serialised,
@@ -152,6 +153,9 @@ inline constexpr PlannerRpcMethod kPlannerRpcs[] = {
     planner_rpcs_internal::RowByMessage<v1::PlanTrainingRequest, v1::PlanTrainingResponse,
                                         &PlanTraining>(PlannerRpc::kPlanTraining,
                                                        "PlanTraining", true),
+    planner_rpcs_internal::RowByMessage<v1::ParallelizeRequest, v1::ParallelizeResponse,
+                                        &Parallelize>(PlannerRpc::kParallelize, "Parallelize",
+                                                      true),
 };
 
 inline constexpr size_t kPlannerRpcCount = sizeof(kPlannerRpcs) / sizeof(kPlannerRpcs[0]);

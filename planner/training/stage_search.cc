@@ -744,6 +744,9 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
           absl::StrCat("no plan that fits the devices' memory was found within ",
                        options.max_search_nodes, " search nodes (max_search_nodes)"));
     }
+    if (!options.explain_no_plan) {
+      return absl::FailedPreconditionError("no plan that fits the devices' memory was found");
+    }
     return NoPlan(options, table, devices, token);
   }
   PARTPLAN_ASSIGN_OR_RETURN(TrainingStagePlan plan,

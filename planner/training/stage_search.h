@@ -127,6 +127,11 @@ struct StageSearchOptions {
   // simulation of a partial plan a node per 64 ops it runs. 0: no search,
   // the first plan only (never proven optimal).
   int64_t max_search_nodes = int64_t{1} << 16;
+  // Whether FAILED_PRECONDITION names the device short the most at the
+  // closest plan (a bisection over the memory allowance, some tens of
+  // reachability passes); a caller that tries many problems and only needs
+  // to know which fit turns it off.
+  bool explain_no_plan = true;
 
   // INVALID_ARGUMENT naming the field unless the schedule and memory options
   // pass their checks, max_search_nodes >= 0, `chain` has at least P * v

@@ -4,7 +4,7 @@ server may use only the entry points and the library's vocabulary.
 
 The layers, lowest first (docs/architecture.md draws them):
 
-    base <- graph <- split <- fx <- pipeline, data_parallel <- training <- wire <- api
+    base <- graph <- split <- fx <- pipeline, data_parallel <- training <- parallelize <- wire <- api
 
 (base: status, cancellation, limits; graph: import and validation into
 domain types; split, fx, pipeline, data_parallel, training: the planner families, each
@@ -38,8 +38,9 @@ RANKS = {
     "pipeline": 4,
     "data_parallel": 4,
     "training": 5,
-    "wire": 6,
-    "api": 7,
+    "parallelize": 6,
+    "wire": 7,
+    "api": 8,
 }
 # What the server may include of the library.
 SERVER_MAY_USE = {"api", "base"}

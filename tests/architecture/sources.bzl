@@ -15,6 +15,7 @@ CHECKED_SOURCES = [
     "//planner/data_parallel:sources",
     "//planner/fx:sources",
     "//planner/graph:sources",
+    "//planner/parallelize:sources",
     "//planner/pipeline:sources",
     "//planner/split:sources",
     "//planner/training:sources",

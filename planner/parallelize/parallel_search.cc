@@ -1,0 +1,534 @@
+#include "planner/parallelize/parallel_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "planner/base/status_util.h"
+#include "planner/training/training_chain.h"
+
+namespace partplan {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// The training planner's search bound while the lattice is ranked; the
+// configurations returned are planned again with the request's bound.
+constexpr int64_t kLatticeSearchNodes = 256;
+
+// One way to lay t-device groups out as p ranks of d replicas: group
+// r d + j is replica j of rank r (Megatron-LM's order).
+struct Layout {
+  int tensor = 1, pipeline = 1, data = 1;
+  std::vector<RankLinks> ranks;
+  // The ranks' distinct links, with how many ranks have each: bounds
+  // are computed per distinct value.
+  std::vector<std::pair<RankLinks, int>> distinct;
+  double most_memory = 0;
+  double fastest_data_rate = 0;
+  double peak_flops_sum = 0;  // over every device used
+};
+
+bool SameLinks(const RankLinks& a, const RankLinks& b) {
+  return a.peak_flops == b.peak_flops && a.memory_bytes == b.memory_bytes &&
+         a.tensor_bytes_per_second == b.tensor_bytes_per_second &&
+         a.data_bytes_per_second == b.data_bytes_per_second &&
+         a.next_bytes_per_second == b.next_bytes_per_second;
+}
+
+// One direction between two devices: the host's link, else the slower of
+// the two devices' network shares.
+double LinkRate(const ParallelizeCluster& cluster, const ClusterDevice& a, const ClusterDevice& b) {
+  const DeviceType& ta = cluster.types[a.type];
+  const DeviceType& tb = cluster.types[b.type];
+  if (a.host == b.host) return ta.intra_host_bytes_per_second;
+  return std::min(ta.inter_host_bytes_per_second, tb.inter_host_bytes_per_second);
+}
+
+// The slowest link of a ring through `devices` (infinity for one device).
+double RingRate(const ParallelizeCluster& cluster, const std::vector<const ClusterDevice*>& ring) {
+  if (ring.size() <= 1) return kInfinity;
+  double rate = kInfinity;
+  for (size_t i = 0; i < ring.size(); ++i) {
+    rate = std::min(rate, LinkRate(cluster, *ring[i], *ring[(i + 1) % ring.size()]));
+  }
+  return rate;
+}
+
+Layout MakeLayout(const ParallelizeCluster& cluster, const std::vector<std::vector<int>>& groups,
+                  int t, int p, int d) {
+  Layout layout;
+  layout.tensor = t;
+  layout.pipeline = p;
+  layout.data = d;
+  auto device = [&](int rank, int replica, int tensor_rank) -> const ClusterDevice& {
+    return cluster.free[groups[rank * d + replica][tensor_rank]];
+  };
+  std::vector<const ClusterDevice*> ring;
+  for (int r = 0; r < p; ++r) {
+    RankLinks links;
+    links.peak_flops = kInfinity;
+    links.memory_bytes = kInfinity;
+    links.tensor_bytes_per_second = kInfinity;
+    links.data_bytes_per_second = kInfinity;
+    links.next_bytes_per_second = kInfinity;
+    for (int j = 0; j < d; ++j) {
+      ring.clear();
+      for (int k = 0; k < t; ++k) {
+        const ClusterDevice& dev = device(r, j, k);
+        const DeviceType& type = cluster.types[dev.type];
+        links.peak_flops = std::min(links.peak_flops, type.peak_flops);
+        links.memory_bytes = std::min(links.memory_bytes, type.memory_bytes);
+        layout.peak_flops_sum += type.peak_flops;
+        ring.push_back(&dev);
+      }
+      links.tensor_bytes_per_second =
+          std::min(links.tensor_bytes_per_second, RingRate(cluster, ring));
+      if (p > 1) {
+        links.next_bytes_per_second =
+            std::min(links.next_bytes_per_second,
+                     LinkRate(cluster, device(r, j, 0), device((r + 1) % p, j, 0)));
+      }
+    }
+    // Each tensor rank's data-parallel ring crosses the same hosts as the
+    // first's unless groups cross hosts; the first's stands for them.
+    ring.clear();
+    for (int j = 0; j < d; ++j) ring.push_back(&device(r, j, 0));
+    links.data_bytes_per_second = RingRate(cluster, ring);
+    layout.ranks.push_back(links);
+    layout.most_memory = std::max(layout.most_memory, links.memory_bytes);
+    layout.fastest_data_rate = std::max(layout.fastest_data_rate, links.data_bytes_per_second);
+    bool seen = false;
+    for (auto& [value, count] : layout.distinct) {
+      if (SameLinks(value, links)) {
+        ++count;
+        seen = true;
+        break;
+      }
+    }
+    if (!seen) layout.distinct.push_back({links, 1});
+  }
+  return layout;
+}
+
+std::vector<int> Divisors(int n) {
+  std::vector<int> small, large;
+  for (int i = 1; static_cast<int64_t>(i) * i <= n; ++i) {
+    if (n % i != 0) continue;
+    small.push_back(i);
+    if (i != n / i) large.push_back(n / i);
+  }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  return small;
+}
+
+struct Bounded {
+  ParallelCandidate candidate;
+  int layout = 0;
+  double bound = 0;
+  int64_t serial = 0;  // enumeration order: ties in the bound broken by it
+};
+
+bool BoundedBefore(const Bounded& a, const Bounded& b) {
+  return std::tie(a.bound, a.serial) < std::tie(b.bound, b.serial);
+}
+
+// The least step any plan of `c` can take (parallel_search.h), or -1 when
+// its model states alone overflow the memory of every rank.
+double LowerBound(const ParallelizeProblem& problem, const ParallelCandidate& c,
+                  const Layout& layout) {
+  const TransformerModel& m = problem.model;
+  const ParallelizeOptions& options = problem.options;
+  const int most_layers = (m.layers + c.pipeline - 1) / c.pipeline;
+  const double most_parameters = most_layers * LayerDeviceParameters(m, c.tensor);
+  TrainingMemoryOptions memory;
+  memory.weight_bytes = options.state_bytes.weights;
+  memory.gradient_bytes = options.state_bytes.gradients;
+  memory.optimizer_bytes = options.state_bytes.optimizer;
+  memory.data_parallel = c.data;
+  memory.zero = c.zero;
+  const ModelStateBytes per_parameter = memory.BytesPerParameter();
+  const double states =
+      most_parameters * (per_parameter.weights + per_parameter.gradients + per_parameter.optimizer);
+  if (states > layout.most_memory) return -1;
+
+  const TransformerItemTimes reference = ItemTimesOn(m, options, c, layout.ranks[0]);
+  const double layer = reference.layer.total();
+  const double work = m.layers * layer + reference.embedding.total() + reference.head.total();
+  double fastest = 0, speed_sum = 0;
+  for (const auto& [links, count] : layout.distinct) {
+    const double seconds =
+        layout.distinct.size() == 1 ? layer : ItemTimesOn(m, options, c, links).layer.total();
+    const double speed = seconds > 0 ? layer / seconds : 1.0;
+    fastest = std::max(fastest, speed);
+    speed_sum += speed * count;
+  }
+  const double B = c.micro_batches;
+  double bound = B * work / speed_sum;
+  bound = std::max(
+      bound, B * most_layers * layer / fastest +
+                 (1 - options.data_parallel_overlap) *
+                     DataParallelSeconds(options, c, most_parameters, layout.fastest_data_rate));
+  if (c.pipeline > 1 && c.chunks == 1) {
+    // GPipe and 1F1B: device k starts after the first micro-batch's
+    // forwards through stages 0..k-1, works B w_k, and its last op, a
+    // backward, is followed by that micro-batch's backwards through them:
+    // the step is at least S_k + B w_k for every k (phi = 1). ZB-H1 may
+    // end on a weight gradient; it keeps the totals' bounds only.
+    if (c.schedule != PipelineSchedule::kZeroBubbleH1) {
+      const double shrink = std::pow(1 - 1 / B, c.pipeline);
+      if (shrink < 1) bound = std::max(bound, (work / fastest) / (1 - shrink));
+    }
+  }
+  return bound;
+}
+
+struct Enumeration {
+  std::vector<Layout> layouts;
+  // Tensor groups per t (TensorGroups), and each layout's t.
+  std::vector<std::vector<std::vector<int>>> groups_by_tensor;
+  std::vector<int> layout_tensor;
+  const std::vector<std::vector<int>>& GroupsOf(int layout) const {
+    return groups_by_tensor[layout_tensor[layout]];
+  }
+};
+
+// Calls `visit(candidate, layout index)` for every configuration of the
+// lattice, in one fixed order.
+absl::Status EnumerateLattice(const ParallelizeProblem& problem, Enumeration* enumeration,
+                              const CancellationToken& token,
+                              const std::function<void(const ParallelCandidate&, int)>& visit) {
+  const TransformerModel& m = problem.model;
+  const ParallelizeOptions& options = problem.options;
+  const ParallelizeCluster& cluster = problem.cluster;
+  const bool build = enumeration->layouts.empty();
+  int most_per_host = 0;
+  {
+    std::vector<int> free_per_host(cluster.host_type.size(), 0);
+    for (const ClusterDevice& device : cluster.free) {
+      most_per_host = std::max(most_per_host, ++free_per_host[device.host]);
+    }
+  }
+  const int most_tensor =
+      options.tensor_parallel_across_hosts ? static_cast<int>(cluster.free.size()) : most_per_host;
+  const int G = options.global_batch;
+  const std::vector<int> batch_divisors = Divisors(G);
+  // ZeRO-1 exchanges (d - 1)/d (gradient + weight bytes) where plain data
+  // parallelism all-reduces 2 (d - 1)/d gradient bytes, and holds less: with
+  // weights no larger than gradients, every layout that fits without it
+  // fits with it, no slower.
+  const bool zero_one_dominates = options.state_bytes.weights <= options.state_bytes.gradients &&
+                                  std::find(options.zero_stages.begin(), options.zero_stages.end(),
+                                            ZeroStage::kOptimizer) != options.zero_stages.end();
+  int layout_index = 0;
+  int64_t work = 0;
+  for (int t = 1; t <= most_tensor; ++t) {
+    if ((options.tensor > 0 && t != options.tensor) || static_cast<int64_t>(m.heads) % t != 0 ||
+        static_cast<int64_t>(m.hidden) % t != 0 || static_cast<int64_t>(m.ffn) % t != 0) {
+      continue;
+    }
+    if (build) {
+      enumeration->groups_by_tensor.resize(t + 1);
+      enumeration->groups_by_tensor[t] =
+          TensorGroups(cluster, t, options.tensor_parallel_across_hosts);
+    }
+    const std::vector<std::vector<int>>& groups = enumeration->groups_by_tensor[t];
+    const int group_count = static_cast<int>(groups.size());
+    if (group_count == 0) continue;
+    for (int p = 1; p <= std::min(m.layers, group_count); ++p) {
+      if (options.pipeline > 0 && p != options.pipeline) continue;
+      for (const int d : batch_divisors) {
+        if (static_cast<int64_t>(p) * d > group_count) break;
+        if (options.data > 0 && d != options.data) continue;
+        PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
+        if (build) {
+          enumeration->layouts.push_back(MakeLayout(cluster, groups, t, p, d));
+          enumeration->layout_tensor.push_back(t);
+        }
+        const int index = layout_index++;
+        for (const int b : Divisors(G / d)) {
+          if (options.micro_batch_size > 0 && b != options.micro_batch_size) continue;
+          const int64_t micro_batches = G / d / b;
+          if (micro_batches > kMaxTrainingMicroBatches) continue;
+          ParallelCandidate c;
+          c.tensor = t;
+          c.pipeline = p;
+          c.data = d;
+          c.micro_batch_size = b;
+          c.micro_batches = static_cast<int>(micro_batches);
+          for (const PipelineSchedule schedule : options.schedules) {
+            std::vector<int> chunk_choices = {1};
+            if (p == 1 && schedule != options.schedules.front()) continue;
+            if (p > 1 && schedule == PipelineSchedule::kInterleaved1F1B) {
+              chunk_choices.clear();
+              if (micro_batches % p != 0) continue;
+              for (int v = 2; v <= options.max_chunks_per_device; ++v) {
+                if (static_cast<int64_t>(p) * v > m.layers + 2) break;
+                chunk_choices.push_back(v);
+              }
+            }
+            c.schedule = p == 1 ? PipelineSchedule::k1F1B : schedule;
+            for (const int v : chunk_choices) {
+              if (static_cast<int64_t>(p) * v * micro_batches > kMaxTrainingStageMicroBatches) {
+                continue;
+              }
+              c.chunks = v;
+              for (const ZeroStage zero : options.zero_stages) {
+                if (d == 1 && zero != options.zero_stages.front()) continue;
+                if (d > 1 && zero == ZeroStage::kNone && zero_one_dominates) continue;
+                c.zero = d == 1 ? ZeroStage::kNone : zero;
+                for (const LayerRecomputeMode recompute : options.recompute) {
+                  c.recompute = recompute;
+                  visit(c, index);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> TensorGroups(const ParallelizeCluster& cluster, int t,
+                                           bool across_hosts) {
+  std::vector<std::vector<int>> groups;
+  std::vector<int> group;
+  for (int i = 0; i < static_cast<int>(cluster.free.size()); ++i) {
+    if (!across_hosts && !group.empty() && cluster.free[group[0]].host != cluster.free[i].host) {
+      group.clear();
+    }
+    group.push_back(i);
+    if (static_cast<int>(group.size()) == t) {
+      groups.push_back(group);
+      group.clear();
+    }
+  }
+  return groups;
+}
+
+namespace {
+
+std::string CandidateText(const ParallelCandidate& c) {
+  return absl::StrCat("t=", c.tensor, " p=", c.pipeline, " d=", c.data, " b=", c.micro_batch_size);
+}
+
+// Plans `c` on `layout`: nullopt-like (a false `*fits`) when no stage
+// layout fits its devices' memory.
+absl::StatusOr<ParallelConfigResult> PlanCandidate(const ParallelizeProblem& problem,
+                                                   const ParallelCandidate& c, const Layout& layout,
+                                                   const std::vector<std::vector<int>>& groups,
+                                                   int64_t max_search_nodes,
+                                                   const CancellationToken& token) {
+  const TransformerModel& m = problem.model;
+  const ParallelizeOptions& options = problem.options;
+  const TransformerChain chain = BuildTransformerChain(m, options, c, layout.ranks);
+  std::vector<TrainingDevice> devices(c.pipeline);
+  for (int r = 0; r < c.pipeline; ++r) {
+    devices[r].name = absl::StrCat("pipeline rank ", r);
+    devices[r].speed = chain.rank_speed[r];
+    devices[r].memory_bytes = layout.ranks[r].memory_bytes;
+    devices[r].link_bytes_per_second = layout.ranks[r].next_bytes_per_second;
+  }
+  StageSearchOptions search;
+  search.schedule.schedule = c.schedule;
+  search.schedule.devices = c.pipeline;
+  search.schedule.micro_batches = c.micro_batches;
+  search.schedule.chunks_per_device = c.chunks;
+  search.memory.weight_bytes = options.state_bytes.weights;
+  search.memory.gradient_bytes = options.state_bytes.gradients;
+  search.memory.optimizer_bytes = options.state_bytes.optimizer;
+  search.memory.data_parallel = c.data;
+  search.memory.zero = c.zero;
+  search.recompute = RecomputeChoice::kNever;
+  search.max_search_nodes = max_search_nodes;
+  search.explain_no_plan = false;
+  PARTPLAN_ASSIGN_OR_RETURN(TrainingStagePlan plan,
+                            PlanTrainingStages(search, chain.chain, devices, token));
+
+  ParallelConfigResult result;
+  result.candidate = c;
+  const int stages = c.pipeline * c.chunks;
+  std::vector<double> rank_parameters(c.pipeline, 0);
+  std::vector<ItemTime> rank_work(c.pipeline);
+  for (int k = 0; k < stages; ++k) {
+    const int r = k % c.pipeline;
+    rank_parameters[r] += static_cast<double>(plan.footprints[k].parameters);
+    for (int i = plan.cuts[k]; i < plan.cuts[k + 1]; ++i) {
+      rank_work[r].compute += chain.item_times[i].compute;
+      rank_work[r].tensor += chain.item_times[i].tensor;
+      rank_work[r].zero += chain.item_times[i].zero;
+    }
+  }
+  double step = plan.step_seconds;
+  int last_rank = 0;
+  double last_end = -1;
+  std::vector<double> exposed(c.pipeline, 0);
+  for (int r = 0; r < c.pipeline; ++r) {
+    double end = 0;
+    for (const PipelineOp& op : plan.timeline.devices[r]) end = std::max(end, op.end);
+    exposed[r] =
+        (1 - options.data_parallel_overlap) *
+        DataParallelSeconds(options, c, rank_parameters[r], layout.ranks[r].data_bytes_per_second);
+    if (end + exposed[r] > last_end) {
+      last_end = end + exposed[r];
+      last_rank = r;
+    }
+  }
+  step = std::max(step, last_end);
+  const double per_micro_batch = c.micro_batches / chain.rank_speed[last_rank];
+  result.parts.compute = rank_work[last_rank].compute * per_micro_batch;
+  result.parts.tensor = rank_work[last_rank].tensor * per_micro_batch;
+  result.parts.zero = rank_work[last_rank].zero * per_micro_batch;
+  result.parts.data_parallel = exposed[last_rank];
+  result.parts.idle = std::max(0.0, step - result.parts.compute - result.parts.tensor -
+                                        result.parts.zero - result.parts.data_parallel);
+  result.step_seconds = step;
+  const double global_batch = options.global_batch;
+  result.tokens_per_second = global_batch * m.sequence / step;
+  result.model_flops_utilization =
+      global_batch * m.ModelFlopsPerSequence() / (step * layout.peak_flops_sum);
+  for (int r = 0; r < c.pipeline; ++r) {
+    if (plan.memory[r].peak_bytes > plan.memory[result.fullest_rank].peak_bytes) {
+      result.fullest_rank = r;
+    }
+  }
+  result.rank_groups.resize(c.pipeline);
+  for (int r = 0; r < c.pipeline; ++r) {
+    for (int j = 0; j < c.data; ++j) {
+      std::vector<ClusterDevice> group;
+      for (const int index : groups[r * c.data + j]) group.push_back(problem.cluster.free[index]);
+      result.rank_groups[r].push_back(std::move(group));
+    }
+  }
+  // The response does not carry the timeline; a search keeps many plans.
+  plan.timeline.devices = {};
+  result.plan = std::move(plan);
+  return result;
+}
+
+bool ResultBefore(const ParallelConfigResult& a, const ParallelConfigResult& b) {
+  const int devices_a = a.candidate.tensor * a.candidate.pipeline * a.candidate.data;
+  const int devices_b = b.candidate.tensor * b.candidate.pipeline * b.candidate.data;
+  const double memory_a = a.plan.memory[a.fullest_rank].peak_bytes;
+  const double memory_b = b.plan.memory[b.fullest_rank].peak_bytes;
+  return std::tie(a.step_seconds, devices_a, memory_a) <
+         std::tie(b.step_seconds, devices_b, memory_b);
+}
+
+}  // namespace
+
+absl::StatusOr<ParallelSearchResult> SearchParallelConfigs(const ParallelizeProblem& problem,
+                                                           const CancellationToken& token) {
+  const ParallelizeOptions& options = problem.options;
+  const size_t wanted = options.all_configurations
+                            ? std::numeric_limits<size_t>::max()
+                            : static_cast<size_t>(options.max_configurations);
+  ParallelSearchResult result;
+  Enumeration enumeration;
+  // The steps of the best `wanted` found so far: the top is the step a
+  // configuration must beat to be returned.
+  std::priority_queue<double> best_steps;
+  auto threshold = [&]() {
+    return best_steps.size() < wanted ? std::numeric_limits<double>::infinity() : best_steps.top();
+  };
+  bool first_pass = true;
+  bool have_floor = false;
+  Bounded floor;
+  std::string infeasible_example;
+  int64_t infeasible = 0;
+  while (true) {
+    // The pass keeps the kCandidatesPerPass configurations after the floor
+    // with the least bounds, in a max-heap on (bound, serial).
+    std::vector<Bounded> kept;
+    bool dropped = false;
+    int64_t serial = 0;
+    PARTPLAN_RETURN_IF_ERROR(
+        EnumerateLattice(problem, &enumeration, token, [&](const ParallelCandidate& c, int layout) {
+          Bounded item{c, layout, 0, serial++};
+          if (first_pass) ++result.candidates;
+          item.bound = LowerBound(problem, c, enumeration.layouts[layout]);
+          if (item.bound < 0) {
+            if (first_pass) ++result.pruned_by_memory;
+            return;
+          }
+          if (have_floor && !BoundedBefore(floor, item)) return;
+          if (static_cast<int64_t>(kept.size()) < kCandidatesPerPass) {
+            kept.push_back(item);
+            std::push_heap(kept.begin(), kept.end(), BoundedBefore);
+          } else if (BoundedBefore(item, kept.front())) {
+            std::pop_heap(kept.begin(), kept.end(), BoundedBefore);
+            kept.back() = item;
+            std::push_heap(kept.begin(), kept.end(), BoundedBefore);
+            dropped = true;
+          } else {
+            dropped = true;
+          }
+        }));
+    first_pass = false;
+    std::sort(kept.begin(), kept.end(), BoundedBefore);
+    bool stopped = false;
+    for (const Bounded& item : kept) {
+      if (item.bound > threshold()) {
+        stopped = true;
+        break;
+      }
+      PARTPLAN_RETURN_IF_ERROR(token.Check());
+      ++result.planned;
+      const Layout& layout = enumeration.layouts[item.layout];
+      absl::StatusOr<ParallelConfigResult> planned =
+          PlanCandidate(problem, item.candidate, layout, enumeration.GroupsOf(item.layout),
+                        std::min(options.max_search_nodes, kLatticeSearchNodes), token);
+      if (!planned.ok()) {
+        if (planned.status().code() != absl::StatusCode::kFailedPrecondition) {
+          return planned.status();
+        }
+        ++infeasible;
+        if (infeasible_example.empty()) {
+          infeasible_example =
+              absl::StrCat(CandidateText(item.candidate), ": ", planned.status().message());
+        }
+        continue;
+      }
+      best_steps.push(planned->step_seconds);
+      if (best_steps.size() > wanted) best_steps.pop();
+      result.configs.push_back(*std::move(planned));
+      if (result.configs.size() >= 2 * wanted && wanted < kCandidatesPerPass) {
+        std::sort(result.configs.begin(), result.configs.end(), ResultBefore);
+        result.configs.resize(wanted);
+      }
+    }
+    if (stopped || !dropped || kept.empty()) break;
+    floor = kept.back();
+    have_floor = true;
+  }
+  result.pruned_by_bound = result.candidates - result.pruned_by_memory - result.planned;
+  std::sort(result.configs.begin(), result.configs.end(), ResultBefore);
+  if (result.configs.size() > wanted) result.configs.resize(wanted);
+  if (result.configs.empty()) {
+    std::string why =
+        absl::StrCat("no configuration fits: of ", result.candidates, ", ", result.pruned_by_memory,
+                     " hold more model states than a device's memory on the rank "
+                     "with the most layers");
+    if (infeasible > 0) {
+      absl::StrAppend(&why, ", and no stage layout of the other ", infeasible, " fits (e.g. ",
+                      infeasible_example, ")");
+    }
+    return absl::FailedPreconditionError(why);
+  }
+  return result;
+}
+
+}  // namespace partplan
