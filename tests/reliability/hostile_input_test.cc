@@ -71,6 +71,7 @@ enum class Probe {
   kBuildPipelineGraph,
   kPlanDataParallel,
   kPlanTraining,
+  kParallelize,
   kPlan,
   kPlanShard,  // Plan with a ShardConfig
   kValidate,
@@ -162,6 +163,8 @@ std::string ProbeRequest(Probe probe) {
       return ExampleRequest(PlannerRpc::kPlanDataParallel);
     case Probe::kPlanTraining:
       return ExampleRequest(PlannerRpc::kPlanTraining);
+    case Probe::kParallelize:
+      return ExampleRequest(PlannerRpc::kParallelize);
     case Probe::kPlan:
       return ExampleRequest(PlannerRpc::kPlan);
     case Probe::kPlanShard:
@@ -187,6 +190,8 @@ PlannerRpc RpcOf(Probe probe) {
       return PlannerRpc::kPlanDataParallel;
     case Probe::kPlanTraining:
       return PlannerRpc::kPlanTraining;
+    case Probe::kParallelize:
+      return PlannerRpc::kParallelize;
     case Probe::kPlan:
     case Probe::kPlanShard:
       return PlannerRpc::kPlan;
@@ -349,6 +354,22 @@ HostileCase TrainingRow(std::string name, std::function<void(v1::PlanTrainingReq
       std::move(field), code);
   row.message_contains = std::move(message_contains);
   return row;
+}
+
+// Parallelize's example: a 40-layer transformer on 4 hosts of 8 A100s,
+// one device busy.
+HostileCase ParallelizeRow(std::string name, std::function<void(v1::ParallelizeRequest&)> edit,
+                           std::string field, StatusCode code = StatusCode::INVALID_ARGUMENT,
+                           std::string message_contains = "") {
+  HostileCase row = ExampleRow<v1::ParallelizeRequest>(std::move(name), PlannerRpc::kParallelize,
+                                                       Probe::kParallelize, std::move(edit),
+                                                       std::move(field), code);
+  row.message_contains = std::move(message_contains);
+  return row;
+}
+
+v1::HostGroup& FirstHosts(v1::ParallelizeRequest& r) {
+  return *r.mutable_cluster()->mutable_host_groups(0);
 }
 
 void AddPin(v1::PlanTrainingRequest& request, const std::string& node, v1::StagePin pin) {
@@ -1048,6 +1069,66 @@ std::vector<HostileCase> Cases() {
   add(DataParallelRow("DataParallelNoDevices",
                       [](v1::PlanDataParallelRequest& r) { r.clear_devices(); },
                       "devices.devices"));
+
+  // --- Parallelize. ---
+  add(ParallelizeRow("ParallelizeGraphGiven",
+                     [](v1::ParallelizeRequest& r) { *r.mutable_graph() = BaseGraph(); }, "graph"));
+  add(ParallelizeRow("ParallelizeNoModel",
+                     [](v1::ParallelizeRequest& r) { r.clear_transformer(); }, "transformer"));
+  add(ParallelizeRow(
+      "ParallelizeHeadsNotDividingHidden",
+      [](v1::ParallelizeRequest& r) { r.mutable_transformer()->set_attention_heads(48); },
+      "transformer.attention_heads"));
+  add(ParallelizeRow("ParallelizeNegativeLayers",
+                     [](v1::ParallelizeRequest& r) { r.mutable_transformer()->set_layers(-1); },
+                     "transformer.layers"));
+  add(ParallelizeRow("ParallelizeTooManyLayers",
+                     [](v1::ParallelizeRequest& r) { r.mutable_transformer()->set_layers(1 << 30); },
+                     "transformer.layers"));
+  add(ParallelizeRow("ParallelizeNoHosts",
+                     [](v1::ParallelizeRequest& r) { r.mutable_cluster()->clear_host_groups(); },
+                     "cluster.host_groups"));
+  add(ParallelizeRow(
+      "ParallelizeTwoBillionHosts",
+      [](v1::ParallelizeRequest& r) {
+        FirstHosts(r).set_hosts(std::numeric_limits<int32_t>::max());
+      },
+      "cluster.host_groups[0].hosts"));
+  add(ParallelizeRow(
+      "ParallelizeNaNPeak",
+      [](v1::ParallelizeRequest& r) {
+        FirstHosts(r).mutable_accelerator()->set_peak_flops_per_second(std::nan(""));
+      },
+      "cluster.host_groups[0].accelerator.peak_flops_per_second"));
+  add(ParallelizeRow(
+      "ParallelizeBusyDeviceNotInCluster",
+      [](v1::ParallelizeRequest& r) { r.mutable_cluster()->add_busy_devices("9:0"); },
+      "cluster.busy_devices[1]"));
+  add(ParallelizeRow(
+      "ParallelizeEveryDeviceBusy",
+      [](v1::ParallelizeRequest& r) {
+        r.mutable_cluster()->clear_busy_devices();
+        for (int host = 0; host < 4; ++host) {
+          for (int device = 0; device < 8; ++device) {
+            r.mutable_cluster()->add_busy_devices(absl::StrCat(host, ":", device));
+          }
+        }
+      },
+      "cluster.busy_devices"));
+  add(ParallelizeRow(
+      "ParallelizeNoBatch",
+      [](v1::ParallelizeRequest& r) { r.mutable_options()->set_global_batch_size(0); },
+      "options.global_batch_size"));
+  add(ParallelizeRow(
+      "ParallelizeUnknownSchedule",
+      [](v1::ParallelizeRequest& r) {
+        r.mutable_options()->add_schedules(static_cast<v1::PipelineScheduleKind>(77));
+      },
+      "options.schedules[0]"));
+  add(ParallelizeRow(
+      "ParallelizeNothingFits",
+      [](v1::ParallelizeRequest& r) { FirstHosts(r).mutable_accelerator()->set_memory_bytes(1e9); },
+      "", StatusCode::FAILED_PRECONDITION, "no configuration fits"));
 
   // --- PlanTraining. ---
   // Pins.
