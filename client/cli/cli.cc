@@ -83,6 +83,28 @@ const google::protobuf::MethodDescriptor& MethodTaking() {
   std::abort();
 }
 
+// `partplan parallelize --request=FILE`: Parallelize with a request file.
+absl::StatusOr<PreparedCall> PrepareParallelizeCall(absl::Span<const std::string> operands,
+                                                    const CliOptions& options, std::istream& in) {
+  if (!operands.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", operands.front(),
+                     "' (parallelize takes its input from --request)"));
+  }
+  if (options.request_path.empty()) {
+    return absl::InvalidArgumentError(
+        "--request is required: a file holding a partplan.v1.ParallelizeRequest (JSON or "
+        "binary; - for stdin), e.g. client/examples/parallelize.json");
+  }
+  PreparedCall call;
+  call.method = &MethodTaking<v1::ParallelizeRequest>();
+  absl::StatusOr<grpc::ByteBuffer> bytes =
+      ReadRequestBytes(options.request_path, in, *call.method->input_type());
+  if (!bytes.ok()) return FlagError("request", bytes.status());
+  call.bytes = *std::move(bytes);
+  return call;
+}
+
 template <typename Request>
 using RequestBuilder = absl::StatusOr<Request> (*)(const v1::Graph&,
                                                    const PlannerFlags&);
@@ -234,6 +256,11 @@ const Subcommand kSubcommands[] = {
     {"validate", "--graph=FILE [--device_memory=SIZE[,SIZE...]]",
      "Validate: checks the graph (and devices) without planning.",
      PrepareGraphCall<v1::ValidateRequest, BuildValidateRequest>, nullptr},
+    {"parallelize", "--request=FILE [--output=table|json]",
+     "Parallelize: ranks tensor x pipeline x data-parallel configurations of a transformer on "
+     "a cluster (the request file holds the model, the cluster and the options); "
+     "--output=table prints one line per configuration and why the first wins.",
+     PrepareParallelizeCall, nullptr},
     {"load",
      "<Method> --request=FILE [--concurrency=16] [--duration=10s | "
      "--requests=N] [--compare_noop] [--expected_codes=CODE,...]",

@@ -225,6 +225,9 @@ std::string FormatResponse(const google::protobuf::Message& response,
       if (const v1::PartitionPlan* plan = FindPlan(response)) {
         return FormatPlanTable(*plan);
       }
+      if (response.GetDescriptor() == v1::ParallelizeResponse::descriptor()) {
+        return FormatParallelizeTable(static_cast<const v1::ParallelizeResponse&>(response));
+      }
       break;
     case OutputFormat::kHtml:
       return ReportPage(response, request, "");
@@ -279,6 +282,34 @@ std::string FormatDot(const google::protobuf::Message& response,
     return StageDot(*plan);
   }
   return "";
+}
+
+std::string FormatParallelizeTable(const v1::ParallelizeResponse& response) {
+  TextTable table;
+  table.AddRow({"#", "t", "p", "d", "b", "B", "schedule", "ZeRO", "recompute", "step",
+                "tokens/s", "MFU", "peak memory", "fullest"});
+  for (int i = 0; i < response.configurations_size(); ++i) {
+    const v1::ParallelConfig& c = response.configurations(i);
+    std::string schedule =
+        c.pipeline_parallel() == 1 ? "-" : v1::PipelineScheduleKind_Name(c.schedule());
+    if (c.chunks_per_device() > 1) absl::StrAppend(&schedule, " v=", c.chunks_per_device());
+    table.AddRow({absl::StrCat(i + 1), absl::StrCat(c.tensor_parallel()),
+                  absl::StrCat(c.pipeline_parallel()), absl::StrCat(c.data_parallel()),
+                  absl::StrCat(c.micro_batch_size()), absl::StrCat(c.micro_batches()), schedule,
+                  v1::ZeroStageKind_Name(c.zero()), v1::LayerRecompute_Name(c.recompute()),
+                  absl::StrFormat("%.3f s", c.step_seconds()),
+                  absl::StrFormat("%.0f", c.tokens_per_second()),
+                  absl::StrFormat("%.1f%%", 100 * c.model_flops_utilization()),
+                  FormatShare(static_cast<int64_t>(c.memory().peak()),
+                              static_cast<int64_t>(c.memory().available())),
+                  c.fullest_device()});
+  }
+  return absl::StrCat(
+      "Configurations (best first):\n", table.Render("  "), "\n", response.why(), "\n",
+      absl::StrFormat("%d configurations: %d dropped by model states, %d planned, %d proven no "
+                      "better by a bound.\n",
+                      response.candidates(), response.pruned_by_memory(), response.planned(),
+                      response.pruned_by_bound()));
 }
 
 std::string FormatPlanTable(const v1::PartitionPlan& plan) {

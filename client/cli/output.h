@@ -20,6 +20,7 @@
 #include "google/protobuf/message.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/status.h"
+#include "partplan/v1/parallelize.pb.h"
 #include "partplan/v1/plan.pb.h"
 
 namespace partplan {
@@ -60,6 +61,10 @@ std::string FormatDot(const google::protobuf::Message& response,
 
 // The plan as three tables: partitions, device usage and summary.
 std::string FormatPlanTable(const v1::PartitionPlan& plan);
+
+// The ranked configurations of a Parallelize response, one line each, then
+// why the first wins and what the search tried.
+std::string FormatParallelizeTable(const v1::ParallelizeResponse& response);
 
 // A failed call for stderr: "error: <CODE_NAME>: <message>" and then, one
 // per line, the field violations of a google.rpc.BadRequest detail and any

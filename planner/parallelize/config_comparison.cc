@@ -89,12 +89,11 @@ std::string WhyFirstBeatsSecond(const ParallelConfigResult& first,
   std::vector<std::string> clauses;
   for (const Part& part : parts) {
     if (part.second - part.first <= 0.05 * gap || clauses.size() == 2) break;
-    clauses.push_back(absl::StrCat("its ", part.name, " take ", Seconds(part.first),
-                                   " on the device that ends the step against ",
+    clauses.push_back(absl::StrCat(part.name, " ", Seconds(part.first), " against ",
                                    Seconds(part.second)));
   }
   if (!clauses.empty()) {
-    absl::StrAppend(&why, ": ", clauses[0]);
+    absl::StrAppend(&why, "; on the device that ends the step, ", clauses[0]);
     if (clauses.size() > 1) absl::StrAppend(&why, ", and ", clauses[1]);
   }
   return why + ".";

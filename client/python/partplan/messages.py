@@ -4,10 +4,10 @@
     # the same classes as partplan.v1.graph_pb2.Graph etc.
 """
 
-from partplan.v1 import (device_pb2, graph_pb2, plan_pb2, planner_service_pb2,
+from partplan.v1 import (device_pb2, graph_pb2, parallelize_pb2, plan_pb2, planner_service_pb2,
                          planner_service_pb2_grpc, training_pb2)
 
-_MODULES = (graph_pb2, device_pb2, plan_pb2, training_pb2, planner_service_pb2)
+_MODULES = (graph_pb2, device_pb2, plan_pb2, training_pb2, parallelize_pb2, planner_service_pb2)
 
 __all__ = []
 for _module in _MODULES:
