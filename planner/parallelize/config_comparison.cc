@@ -89,8 +89,8 @@ std::string WhyFirstBeatsSecond(const ParallelConfigResult& first,
   std::vector<std::string> clauses;
   for (const Part& part : parts) {
     if (part.second - part.first <= 0.05 * gap || clauses.size() == 2) break;
-    clauses.push_back(absl::StrCat(part.name, " ", Seconds(part.first), " against ",
-                                   Seconds(part.second)));
+    clauses.push_back(
+        absl::StrCat(part.name, " ", Seconds(part.first), " against ", Seconds(part.second)));
   }
   if (!clauses.empty()) {
     absl::StrAppend(&why, "; on the device that ends the step, ", clauses[0]);

@@ -178,16 +178,34 @@ double LowerBound(const ParallelizeProblem& problem, const ParallelCandidate& c,
       bound, B * most_layers * layer / fastest +
                  (1 - options.data_parallel_overlap) *
                      DataParallelSeconds(options, c, most_parameters, layout.fastest_data_rate));
+  const double p = c.pipeline;
   if (c.pipeline > 1 && c.chunks == 1) {
-    // GPipe and 1F1B: device k starts after the first micro-batch's
-    // forwards through stages 0..k-1, works B w_k, and its last op, a
-    // backward, is followed by that micro-batch's backwards through them:
-    // the step is at least S_k + B w_k for every k (phi = 1). ZB-H1 may
-    // end on a weight gradient; it keeps the totals' bounds only.
-    if (c.schedule != PipelineSchedule::kZeroBubbleH1) {
-      const double shrink = std::pow(1 - 1 / B, c.pipeline);
-      if (shrink < 1) bound = std::max(bound, (work / fastest) / (1 - shrink));
+    // Device k starts after the first micro-batch's forwards through
+    // stages 0..k-1 and then works B w_k. Under GPipe and 1F1B its last op
+    // is a backward, followed by that micro-batch's backwards through the
+    // same stages: the step is at least S_k + B w_k for every k (phi = 1).
+    // ZB-H1 may end on a weight gradient: only the forwards count, phi S_k
+    // + B w_k, phi the least share of an item's work its forward is.
+    double phi = 1;
+    if (c.schedule == PipelineSchedule::kZeroBubbleH1) {
+      phi = reference.layer_forward / layer;
+      if (reference.head.total() > 0) {
+        phi = std::min(phi, reference.head_forward / reference.head.total());
+      }
+      if (reference.embedding.total() > 0) {
+        phi = std::min(phi, reference.embedding_forward / reference.embedding.total());
+      }
     }
+    const double shrink = std::pow(1 - phi / B, p);
+    if (phi > 0 && shrink < 1) bound = std::max(bound, phi * (work / fastest) / (1 - shrink));
+  } else if (c.pipeline > 1) {
+    // Interleaved: device k's first op waits for the first micro-batch's
+    // forwards through the first chunk's stages 0..k-1, its last op is the
+    // backward of its first chunk, followed by the backwards through them;
+    // each of those stages but the first holds a layer at least. So the
+    // step is at least (k - 1) w + B y_k for every k >= 1, y_k the device's
+    // work: at least (B W + w (p - 1)(p - 2) / 2) / p.
+    bound = std::max(bound, (B * work + layer * (p - 1) * (p - 2) / 2) / (p * fastest));
   }
   return bound;
 }

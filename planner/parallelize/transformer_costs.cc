@@ -173,9 +173,11 @@ double LayerDeviceParameters(const TransformerModel& m, int t) {
 
 TransformerItemTimes ItemTimesOn(const TransformerModel& model, const ParallelizeOptions& options,
                                  const ParallelCandidate& candidate, const RankLinks& links) {
-  return {EmbeddingCosts(model, options, candidate, links).Sum(),
-          LayerCosts(model, options, candidate, links).Sum(),
-          HeadCosts(model, options, candidate, links).Sum()};
+  const ItemCosts embedding = EmbeddingCosts(model, options, candidate, links);
+  const ItemCosts layer = LayerCosts(model, options, candidate, links);
+  const ItemCosts head = HeadCosts(model, options, candidate, links);
+  return {embedding.Sum(),           layer.Sum(),           head.Sum(),
+          embedding.forward.total(), layer.forward.total(), head.forward.total()};
 }
 
 double DataParallelSeconds(const ParallelizeOptions& options, const ParallelCandidate& c,

@@ -71,6 +71,8 @@ struct TransformerChain {
 // one layer and of the head, on `links`.
 struct TransformerItemTimes {
   ItemTime embedding, layer, head;
+  // Of which the forwards.
+  double embedding_forward = 0, layer_forward = 0, head_forward = 0;
 };
 TransformerItemTimes ItemTimesOn(const TransformerModel& model, const ParallelizeOptions& options,
                                  const ParallelCandidate& candidate, const RankLinks& links);

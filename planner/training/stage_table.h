@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -109,6 +110,7 @@ class StageTable {
     for (int d = 0; d < options.schedule.devices; ++d) {
       in_flight_.push_back(InFlightOf(options.schedule, order_[d], options.memory));
     }
+    if (!one_chunk()) BuildMemoryMoments();
     forward_.assign(n_ + 1, 0);
     input_.assign(n_ + 1, 0);
     weight_.assign(n_ + 1, 0);
@@ -290,10 +292,33 @@ class StageTable {
   }
 
   // The device's peak with the footprints given (the others' zero).
+  // MemoryOfDevice's peak, to the byte: with several chunks, from the
+  // device's distinct memory moments (BuildMemoryMoments) rather than its
+  // every op.
   double DevicePeak(int device, const std::vector<StageFootprint>& footprints) const {
     if (one_chunk()) return StagePeak(device, footprints[device]);
-    return MemoryOfDevice(options_.schedule, device, order_[device], options_.memory, footprints)
-        .peak_bytes;
+    const int devices = options_.schedule.devices;
+    double weights = 0, gradients = 0, optimizer = 0;
+    for (int s = device; s < stages_; s += devices) {
+      const double parameters = static_cast<double>(footprints[s].parameters);
+      weights += parameters * per_parameter_.weights;
+      gradients += parameters * per_parameter_.gradients;
+      optimizer += parameters * per_parameter_.optimizer;
+    }
+    double most = 0;
+    for (const MemoryMoment& moment : moments_[device]) {
+      // Integral byte counts below 2^53: the sum is exact in any order.
+      double alive = 0;
+      for (size_t chunk = 0; chunk < moment.held.size(); ++chunk) {
+        if (moment.held[chunk] == 0) continue;
+        alive += moment.held[chunk] * Held(footprints[device + chunk * devices]);
+      }
+      if (moment.backward_chunk >= 0) {
+        alive += Working(footprints[device + moment.backward_chunk * devices]);
+      }
+      most = std::max(most, alive);
+    }
+    return weights + gradients + optimizer + most;
   }
   bool DeviceFits(int device, const std::vector<StageFootprint>& footprints) const {
     return DevicePeak(device, footprints) <= devices_[device].memory_bytes;
@@ -317,6 +342,94 @@ class StageTable {
   }
 
  private:
+  // What a micro-batch of a stage holds between its F and its B (or W), and
+  // its backward's working set, as MemoryOfDevice counts them.
+  static double Held(const StageFootprint& footprint) {
+    return static_cast<double>(footprint.recompute ? footprint.input_bytes
+                                                   : footprint.saved_activation_bytes);
+  }
+  static double Working(const StageFootprint& footprint) {
+    return static_cast<double>(footprint.transient_bytes) +
+           (footprint.recompute ? static_cast<double>(footprint.saved_activation_bytes) : 0.0);
+  }
+
+  // A moment at which MemoryOfDevice's peak may fall: after a forward (the
+  // micro-batches each chunk then holds), or during a backward of
+  // `backward_chunk` (those held, plus its working set).
+  struct MemoryMoment {
+    std::vector<int> held;  // per chunk of the device
+    int backward_chunk = -1;
+    bool operator<(const MemoryMoment& other) const {
+      return std::tie(held, backward_chunk) < std::tie(other.held, other.backward_chunk);
+    }
+  };
+
+  // Each device's distinct moments, from its op order: the micro-batches in
+  // flight per chunk do not depend on the cuts, so a device's peak for any
+  // cuts is the largest of these few sums instead of a pass over its
+  // 2 v B (or 3 v B) ops.
+  static constexpr size_t kMostMomentsToPrune = 2048;
+  void BuildMemoryMoments() {
+    const int devices = options_.schedule.devices;
+    const int chunks = options_.schedule.chunks_per_device;
+    const bool weight_op_holds = split_weight_ && options_.memory.activations_until_weight;
+    moments_.resize(devices);
+    for (int d = 0; d < devices; ++d) {
+      std::vector<MemoryMoment> seen;
+      MemoryMoment now;
+      now.held.assign(chunks, 0);
+      for (const PipelineOp& op : order_[d]) {
+        const int chunk = op.stage / devices;
+        switch (op.kind) {
+          case PipelineOpKind::kForward:
+            ++now.held[chunk];
+            now.backward_chunk = -1;
+            seen.push_back(now);
+            break;
+          case PipelineOpKind::kBackward:
+            now.backward_chunk = chunk;
+            seen.push_back(now);
+            if (!weight_op_holds) --now.held[chunk];
+            break;
+          case PipelineOpKind::kWeight:
+            if (weight_op_holds) --now.held[chunk];
+            break;
+        }
+      }
+      std::sort(seen.begin(), seen.end());
+      seen.erase(std::unique(seen.begin(), seen.end(), [](const MemoryMoment& a,
+                                                          const MemoryMoment& b) {
+                   return a.held == b.held && a.backward_chunk == b.backward_chunk;
+                 }),
+                 seen.end());
+      // Held bytes and working sets are never negative: a moment holding no
+      // more in any chunk than another, which is a backward of the same
+      // chunk or (for a forward) any moment, never gives the larger sum.
+      const auto covers = [](const MemoryMoment& a, const MemoryMoment& b) {
+        if (b.backward_chunk >= 0 && a.backward_chunk != b.backward_chunk) return false;
+        for (size_t j = 0; j < a.held.size(); ++j) {
+          if (a.held[j] < b.held[j]) return false;
+        }
+        return true;
+      };
+      // Quadratic in the distinct moments, which are few (the in-flight
+      // counts change in the warm-up and cool-down only); past a bound they
+      // are kept as they are.
+      if (seen.size() > kMostMomentsToPrune) {
+        moments_[d] = std::move(seen);
+        continue;
+      }
+      for (size_t i = 0; i < seen.size(); ++i) {
+        bool covered = false;
+        for (size_t j = 0; j < seen.size() && !covered; ++j) {
+          covered = j != i && covers(seen[j], seen[i]) &&
+                    (!covers(seen[i], seen[j]) || j < i);
+        }
+        if (!covered) moments_[d].push_back(seen[i]);
+      }
+    }
+  }
+
   // MemoryOfDevice's peak of a device running one stage, in O(1).
   double StagePeak(int stage, const StageFootprint& footprint) const {
     const InFlightCounts& counts = in_flight_[device_of(stage)];
@@ -360,6 +473,7 @@ class StageTable {
   std::vector<int> tail_stage_;
   ModelStateBytes per_parameter_;
   std::vector<InFlightCounts> in_flight_;  // per device
+  std::vector<std::vector<MemoryMoment>> moments_;  // per device, with several chunks
   int first_ = -1;                // the last item pinned to the first stage
   int last_ = std::numeric_limits<int>::max();  // the first pinned to the last
   std::vector<int> alone_from_;   // the first item at or after i that is alone
