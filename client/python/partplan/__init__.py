@@ -31,6 +31,11 @@ from ._sizes import format_byte_size, parse_byte_size  # noqa: E402
 from .errors import InvalidMessageError, PartplanError  # noqa: E402
 from .client import NO_RETRY, Client, RetryPolicy, aot_config, device_inventory  # noqa: E402
 from .graph_io import load_graph, load_message, save_message  # noqa: E402
+# `partplan.parallelize` is the function; the module's other names are
+# exported here too (`from partplan.parallelize import options` reaches the
+# module itself).
+from .parallelize import (cluster, format_configurations, host_group, parallelize,  # noqa: E402
+                          parallelize_request, transformer)
 from .report import Report, report_html, show  # noqa: E402
 from .report import install_repr_html as _install_repr_html  # noqa: E402
 
@@ -77,6 +82,12 @@ __all__ = [
     "load_graph",
     "load_message",
     "save_message",
+    "cluster",
+    "host_group",
+    "transformer",
+    "parallelize",
+    "parallelize_request",
+    "format_configurations",
     "parse_byte_size",
     "format_byte_size",
     "Report",

@@ -1,4 +1,4 @@
-"""The command line: python3 -m partplan {export,plan,validate,call,gen-protos}.
+"""The command line: python3 -m partplan {export,plan,validate,call,parallelize,gen-protos}.
 
     python3 -m partplan export torchvision.models:resnet18 --input-shape 1,3,64,64 --out g.json
     python3 -m partplan export my_model.py:Net --input-shape 2,8:int64 --out g.pb
@@ -6,6 +6,7 @@
         --device-memory 8GiB,8GiB --mode size_based --output table
     python3 -m partplan validate --graph g.json --target localhost:50051
     python3 -m partplan call PartitionGraph --request client/examples/partition_graph.json
+    python3 -m partplan parallelize --request client/examples/parallelize.json --output table
 
 Exit status: 0 on success, 2 for bad usage or input, and the gRPC status code
 (3 INVALID_ARGUMENT, 9 FAILED_PRECONDITION, 14 UNAVAILABLE, ...) when the
@@ -517,6 +518,38 @@ def cmd_call(args) -> int:
     return 0
 
 
+def cmd_parallelize(args) -> int:
+    from google.protobuf.message import DecodeError
+
+    from . import messages as pb
+    from .errors import InvalidMessageError
+    from .graph_io import load_message, parse_dict
+    from .parallelize import format_configurations
+
+    try:
+        if args.request == "-":
+            # As the C++ CLI's --request=-: JSON or binary from stdin.
+            data = sys.stdin.buffer.read()
+            request = pb.ParallelizeRequest()
+            if data.lstrip()[:1] == b"{":
+                parse_dict(json.loads(data.decode("utf-8")), request)
+            else:
+                request.ParseFromString(data)
+        else:
+            request = load_message(args.request, pb.ParallelizeRequest)
+    except InvalidMessageError as e:
+        raise UsageError(f"--request {args.request}: {e.message}") from None
+    except (OSError, ValueError, DecodeError) as e:
+        raise UsageError(f"--request {args.request}: {e}") from None
+    with _client(args) as client:
+        response = client.call("Parallelize", request)
+    if args.output == "table":
+        sys.stdout.write(format_configurations(response))
+    else:
+        write_json(response, sys.stdout)
+    return 0
+
+
 def cmd_gen_protos(args) -> int:
     from . import _codegen
 
@@ -627,6 +660,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="json; table: plans as tables; html: the self-contained report page")
     _add_connection_flags(p)
     p.set_defaults(func=cmd_call, command_parser=p)
+
+    p = sub.add_parser("parallelize", help="rank tensor x pipeline x data-parallel training "
+                                           "configurations of a transformer on a cluster")
+    p.add_argument("--request", required=True,
+                   help="a partplan.v1.ParallelizeRequest (the model, the cluster and the "
+                        "options), proto3 JSON (.json) or binary; - for stdin; e.g. "
+                        "client/examples/parallelize.json")
+    p.add_argument("--output", choices=["json", "table"], default="json",
+                   help="json; table: one line per configuration, best first, and why the "
+                        "first wins")
+    _add_connection_flags(p)
+    p.set_defaults(func=cmd_parallelize, command_parser=p)
 
     p = sub.add_parser("gen-protos", help="(re)generate the Python code of the API from proto/ "
                                          "(into the per-user cache, see _codegen.py)")
