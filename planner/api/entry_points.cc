@@ -455,17 +455,19 @@ absl::Status PlanTraining(const v1::PlanTrainingRequest& request, const GraphSou
 }
 
 absl::Status Parallelize(const v1::ParallelizeRequest& request, const GraphSource& graph,
-                         const InputLimits& /*limits*/, const CancellationToken& token,
+                         const InputLimits& limits, const CancellationToken& token,
                          v1::ParallelizeResponse* response) {
   const bool graph_given = graph.parsed() != nullptr ? graph.parsed()->nodes_size() > 0
                                                      : CountSerializedNodes(graph.serialized()) != 0;
+  std::optional<CompactGraph> imported;
   if (graph_given) {
-    return InvalidFieldError("graph",
-                             "Parallelize reads models given as `transformer`; a graph is not "
-                             "planned by it yet");
+    absl::StatusOr<CompactGraph> compact = ImportGraph(graph, limits, token);
+    if (!compact.ok()) return compact.status();
+    imported = *std::move(compact);
   }
-  PARTPLAN_ASSIGN_OR_RETURN(const ParallelizeProblem problem,
-                            ParallelizeProblemFromRequest(request));
+  PARTPLAN_ASSIGN_OR_RETURN(
+      const ParallelizeProblem problem,
+      ParallelizeProblemFromRequest(request, imported ? &*imported : nullptr));
   PARTPLAN_ASSIGN_OR_RETURN(const ParallelSearchResult result,
                             SearchParallelConfigs(problem, token));
   ParallelizeResponseFromResult(problem, result, response);

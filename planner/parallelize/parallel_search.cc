@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <queue>
 #include <string>
 #include <tuple>
@@ -14,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "planner/base/status_util.h"
+#include "planner/parallelize/graph_costs.h"
 #include "planner/training/training_chain.h"
 
 namespace partplan {
@@ -144,8 +146,42 @@ bool BoundedBefore(const Bounded& a, const Bounded& b) {
 
 // The least step any plan of `c` can take (parallel_search.h), or -1 when
 // its model states alone overflow the memory of every rank.
-double LowerBound(const ParallelizeProblem& problem, const ParallelCandidate& c,
-                  const Layout& layout) {
+double GraphLowerBound(const GraphModel& graph, const ParallelizeOptions& options,
+                       const ParallelCandidate& c, const Layout& layout) {
+  TrainingMemoryOptions memory;
+  memory.weight_bytes = options.state_bytes.weights;
+  memory.gradient_bytes = options.state_bytes.gradients;
+  memory.optimizer_bytes = options.state_bytes.optimizer;
+  memory.data_parallel = c.data;
+  memory.zero = c.zero;
+  const ModelStateBytes per_parameter = memory.BytesPerParameter();
+  // The fullest rank holds at least the average share of the states.
+  if (graph.parameters / c.pipeline *
+          (per_parameter.weights + per_parameter.gradients + per_parameter.optimizer) >
+      layout.most_memory) {
+    return -1;
+  }
+  double fastest = 0, speed_sum = 0;
+  for (const auto& [links, count] : layout.distinct) {
+    const double speed = graph.in_seconds ? 1.0 : options.compute_efficiency * links.peak_flops;
+    fastest = std::max(fastest, speed);
+    speed_sum += speed * count;
+  }
+  const double B = c.micro_batches;
+  double bound = B * graph.work / speed_sum;
+  if (c.pipeline > 1 && c.chunks == 1) {
+    const double phi = c.schedule == PipelineSchedule::kZeroBubbleH1 ? graph.forward_share : 1.0;
+    const double shrink = std::pow(1 - phi / B, c.pipeline);
+    if (phi > 0 && shrink < 1) {
+      bound = std::max(bound, phi * (graph.work / fastest) / (1 - shrink));
+    }
+  }
+  return bound;
+}
+
+double LowerBound(const ParallelizeProblem& problem, const GraphModel* graph,
+                  const ParallelCandidate& c, const Layout& layout) {
+  if (graph != nullptr) return GraphLowerBound(*graph, problem.options, c, layout);
   const TransformerModel& m = problem.model;
   const ParallelizeOptions& options = problem.options;
   const int most_layers = (m.layers + c.pipeline - 1) / c.pipeline;
@@ -222,8 +258,8 @@ struct Enumeration {
 
 // Calls `visit(candidate, layout index)` for every configuration of the
 // lattice, in one fixed order.
-absl::Status EnumerateLattice(const ParallelizeProblem& problem, Enumeration* enumeration,
-                              const CancellationToken& token,
+absl::Status EnumerateLattice(const ParallelizeProblem& problem, const GraphModel* graph,
+                              Enumeration* enumeration, const CancellationToken& token,
                               const std::function<void(const ParallelCandidate&, int)>& visit) {
   const TransformerModel& m = problem.model;
   const ParallelizeOptions& options = problem.options;
@@ -236,8 +272,14 @@ absl::Status EnumerateLattice(const ParallelizeProblem& problem, Enumeration* en
       most_per_host = std::max(most_per_host, ++free_per_host[device.host]);
     }
   }
-  const int most_tensor =
-      options.tensor_parallel_across_hosts ? static_cast<int>(cluster.free.size()) : most_per_host;
+  // A graph has no tensor parallelism, its items for stages and its own
+  // micro-batch; a transformer its layers.
+  const int most_tensor = graph != nullptr ? 1
+                          : options.tensor_parallel_across_hosts
+                              ? static_cast<int>(cluster.free.size())
+                              : most_per_host;
+  const int most_pipeline = graph != nullptr ? graph->items : m.layers;
+  const int most_stages = graph != nullptr ? graph->items : m.layers + 2;
   const int G = options.global_batch;
   const std::vector<int> batch_divisors = Divisors(G);
   // ZeRO-1 exchanges (d - 1)/d (gradient + weight bytes) where plain data
@@ -262,7 +304,7 @@ absl::Status EnumerateLattice(const ParallelizeProblem& problem, Enumeration* en
     const std::vector<std::vector<int>>& groups = enumeration->groups_by_tensor[t];
     const int group_count = static_cast<int>(groups.size());
     if (group_count == 0) continue;
-    for (int p = 1; p <= std::min(m.layers, group_count); ++p) {
+    for (int p = 1; p <= std::min(most_pipeline, group_count); ++p) {
       if (options.pipeline > 0 && p != options.pipeline) continue;
       for (const int d : batch_divisors) {
         if (static_cast<int64_t>(p) * d > group_count) break;
@@ -275,6 +317,7 @@ absl::Status EnumerateLattice(const ParallelizeProblem& problem, Enumeration* en
         const int index = layout_index++;
         for (const int b : Divisors(G / d)) {
           if (options.micro_batch_size > 0 && b != options.micro_batch_size) continue;
+          if (graph != nullptr && b != graph->batch_size) continue;
           const int64_t micro_batches = G / d / b;
           if (micro_batches > kMaxTrainingMicroBatches) continue;
           ParallelCandidate c;
@@ -290,7 +333,7 @@ absl::Status EnumerateLattice(const ParallelizeProblem& problem, Enumeration* en
               chunk_choices.clear();
               if (micro_batches % p != 0) continue;
               for (int v = 2; v <= options.max_chunks_per_device; ++v) {
-                if (static_cast<int64_t>(p) * v > m.layers + 2) break;
+                if (static_cast<int64_t>(p) * v > most_stages) break;
                 chunk_choices.push_back(v);
               }
             }
@@ -305,7 +348,9 @@ absl::Status EnumerateLattice(const ParallelizeProblem& problem, Enumeration* en
                 if (d > 1 && zero == ZeroStage::kNone && zero_one_dominates) continue;
                 c.zero = d == 1 ? ZeroStage::kNone : zero;
                 for (const LayerRecomputeMode recompute : options.recompute) {
-                  c.recompute = recompute;
+                  // A graph's recompute is the training planner's, per stage.
+                  if (graph != nullptr && recompute != options.recompute.front()) break;
+                  c.recompute = graph != nullptr ? LayerRecomputeMode::kNone : recompute;
                   visit(c, index);
                 }
               }
@@ -346,19 +391,26 @@ std::string CandidateText(const ParallelCandidate& c) {
 // Plans `c` on `layout`: nullopt-like (a false `*fits`) when no stage
 // layout fits its devices' memory.
 absl::StatusOr<ParallelConfigResult> PlanCandidate(const ParallelizeProblem& problem,
+                                                   const GraphModel* graph,
                                                    const ParallelCandidate& c, const Layout& layout,
                                                    const std::vector<std::vector<int>>& groups,
                                                    int64_t max_search_nodes,
                                                    const CancellationToken& token) {
   const TransformerModel& m = problem.model;
   const ParallelizeOptions& options = problem.options;
-  const TransformerChain chain = BuildTransformerChain(m, options, c, layout.ranks);
+  TransformerChain chain;
   std::vector<TrainingDevice> devices(c.pipeline);
-  for (int r = 0; r < c.pipeline; ++r) {
-    devices[r].name = absl::StrCat("pipeline rank ", r);
-    devices[r].speed = chain.rank_speed[r];
-    devices[r].memory_bytes = layout.ranks[r].memory_bytes;
-    devices[r].link_bytes_per_second = layout.ranks[r].next_bytes_per_second;
+  if (graph != nullptr) {
+    PARTPLAN_ASSIGN_OR_RETURN(chain,
+                              BuildGraphChain(*graph, options, c, layout.ranks, &devices, token));
+  } else {
+    chain = BuildTransformerChain(m, options, c, layout.ranks);
+    for (int r = 0; r < c.pipeline; ++r) {
+      devices[r].name = absl::StrCat("pipeline rank ", r);
+      devices[r].speed = chain.rank_speed[r];
+      devices[r].memory_bytes = layout.ranks[r].memory_bytes;
+      devices[r].link_bytes_per_second = layout.ranks[r].next_bytes_per_second;
+    }
   }
   StageSearchOptions search;
   search.schedule.schedule = c.schedule;
@@ -370,7 +422,7 @@ absl::StatusOr<ParallelConfigResult> PlanCandidate(const ParallelizeProblem& pro
   search.memory.optimizer_bytes = options.state_bytes.optimizer;
   search.memory.data_parallel = c.data;
   search.memory.zero = c.zero;
-  search.recompute = RecomputeChoice::kNever;
+  search.recompute = graph != nullptr ? RecomputeChoice::kAuto : RecomputeChoice::kNever;
   search.max_search_nodes = max_search_nodes;
   search.explain_no_plan = false;
   PARTPLAN_ASSIGN_OR_RETURN(TrainingStagePlan plan,
@@ -415,9 +467,19 @@ absl::StatusOr<ParallelConfigResult> PlanCandidate(const ParallelizeProblem& pro
                                         result.parts.zero - result.parts.data_parallel);
   result.step_seconds = step;
   const double global_batch = options.global_batch;
-  result.tokens_per_second = global_batch * m.sequence / step;
-  result.model_flops_utilization =
-      global_batch * m.ModelFlopsPerSequence() / (step * layout.peak_flops_sum);
+  result.samples_per_second = global_batch / step;
+  if (graph != nullptr) {
+    // The graph's work per micro-batch, in FLOPs when it gives FLOPs.
+    result.model_flops_utilization =
+        graph->in_seconds
+            ? 0
+            : graph->work * global_batch / graph->batch_size / (step * layout.peak_flops_sum);
+    result.item_nodes = chain.item_nodes;
+  } else {
+    result.tokens_per_second = global_batch * m.sequence / step;
+    result.model_flops_utilization =
+        global_batch * m.ModelFlopsPerSequence() / (step * layout.peak_flops_sum);
+  }
   for (int r = 0; r < c.pipeline; ++r) {
     if (plan.memory[r].peak_bytes > plan.memory[result.fullest_rank].peak_bytes) {
       result.fullest_rank = r;
@@ -456,6 +518,12 @@ absl::StatusOr<ParallelSearchResult> SearchParallelConfigs(const ParallelizeProb
                             : static_cast<size_t>(options.max_configurations);
   ParallelSearchResult result;
   Enumeration enumeration;
+  std::optional<GraphModel> graph_model;
+  if (problem.graph != nullptr) {
+    PARTPLAN_ASSIGN_OR_RETURN(graph_model,
+                              GraphModelOf(*problem.graph, problem.graph_batch_size, token));
+  }
+  const GraphModel* graph = graph_model ? &*graph_model : nullptr;
   // The steps of the best `wanted` found so far: the top is the step a
   // configuration must beat to be returned.
   std::priority_queue<double> best_steps;
@@ -473,11 +541,11 @@ absl::StatusOr<ParallelSearchResult> SearchParallelConfigs(const ParallelizeProb
     std::vector<Bounded> kept;
     bool dropped = false;
     int64_t serial = 0;
-    PARTPLAN_RETURN_IF_ERROR(
-        EnumerateLattice(problem, &enumeration, token, [&](const ParallelCandidate& c, int layout) {
+    PARTPLAN_RETURN_IF_ERROR(EnumerateLattice(
+        problem, graph, &enumeration, token, [&](const ParallelCandidate& c, int layout) {
           Bounded item{c, layout, 0, serial++};
           if (first_pass) ++result.candidates;
-          item.bound = LowerBound(problem, c, enumeration.layouts[layout]);
+          item.bound = LowerBound(problem, graph, c, enumeration.layouts[layout]);
           if (item.bound < 0) {
             if (first_pass) ++result.pruned_by_memory;
             return;
@@ -507,7 +575,7 @@ absl::StatusOr<ParallelSearchResult> SearchParallelConfigs(const ParallelizeProb
       ++result.planned;
       const Layout& layout = enumeration.layouts[item.layout];
       absl::StatusOr<ParallelConfigResult> planned =
-          PlanCandidate(problem, item.candidate, layout, enumeration.GroupsOf(item.layout),
+          PlanCandidate(problem, graph, item.candidate, layout, enumeration.GroupsOf(item.layout),
                         std::min(options.max_search_nodes, kLatticeSearchNodes), token);
       if (!planned.ok()) {
         if (planned.status().code() != absl::StatusCode::kFailedPrecondition) {
@@ -520,6 +588,7 @@ absl::StatusOr<ParallelSearchResult> SearchParallelConfigs(const ParallelizeProb
         }
         continue;
       }
+      planned->layout = item.layout;
       best_steps.push(planned->step_seconds);
       if (best_steps.size() > wanted) best_steps.pop();
       result.configs.push_back(*std::move(planned));
@@ -535,6 +604,25 @@ absl::StatusOr<ParallelSearchResult> SearchParallelConfigs(const ParallelizeProb
   result.pruned_by_bound = result.candidates - result.pruned_by_memory - result.planned;
   std::sort(result.configs.begin(), result.configs.end(), ResultBefore);
   if (result.configs.size() > wanted) result.configs.resize(wanted);
+  // The configurations returned, planned again with the request's search
+  // bound: a step can only fall, so none left out overtakes them.
+  if (options.max_search_nodes > kLatticeSearchNodes) {
+    for (ParallelConfigResult& config : result.configs) {
+      if (config.plan.proven_optimal) continue;
+      const ParallelCandidate c = config.candidate;
+      const int layout = config.layout;
+      absl::StatusOr<ParallelConfigResult> again =
+          PlanCandidate(problem, graph, c, enumeration.layouts[layout],
+                        enumeration.GroupsOf(layout), options.max_search_nodes, token);
+      if (!again.ok()) {
+        if (again.status().code() == absl::StatusCode::kFailedPrecondition) continue;
+        return again.status();
+      }
+      again->layout = layout;
+      if (again->step_seconds <= config.step_seconds) config = *std::move(again);
+    }
+    std::sort(result.configs.begin(), result.configs.end(), ResultBefore);
+  }
   if (result.configs.empty()) {
     std::string why =
         absl::StrCat("no configuration fits: of ", result.candidates, ", ", result.pruned_by_memory,

@@ -69,12 +69,16 @@ struct ParallelConfigResult {
   // The step: the pipeline's, or when later a rank's end plus its exposed
   // gradient exchange.
   double step_seconds = 0;
-  double tokens_per_second = 0;
+  double tokens_per_second = 0;  // 0 for a graph model
+  double samples_per_second = 0;
   double model_flops_utilization = 0;
   StepParts parts;
   int fullest_rank = 0;  // the rank with the highest peak memory
   // Per pipeline rank, per replica, the tensor group's devices.
   std::vector<std::vector<std::vector<ClusterDevice>>> rank_groups;
+  // For a graph model: each item's node.
+  std::vector<int32_t> item_nodes;
+  int layout = 0;  // the search's index of its (t, p, d) layout
 };
 
 struct ParallelSearchResult {

@@ -344,12 +344,27 @@ std::string ParallelizeCluster::Name(const ClusterDevice& device) {
 }
 
 absl::StatusOr<ParallelizeProblem> ParallelizeProblemFromRequest(
-    const v1::ParallelizeRequest& request) {
-  if (!request.has_transformer()) {
-    return InvalidFieldError("transformer", "the model to train is required");
+    const v1::ParallelizeRequest& request, const CompactGraph* graph) {
+  if (!request.has_transformer() && graph == nullptr) {
+    return InvalidFieldError("transformer",
+                             "the model to train is required, as `transformer` or as `graph`");
+  }
+  if (request.has_transformer() && graph != nullptr) {
+    return InvalidFieldError("graph", "give the model as `transformer` or as `graph`, not both");
   }
   ParallelizeProblem problem;
-  PARTPLAN_ASSIGN_OR_RETURN(problem.model, ModelFrom(request.transformer()));
+  if (graph != nullptr) {
+    problem.graph = graph;
+    problem.model.layers = 0;
+  } else {
+    PARTPLAN_ASSIGN_OR_RETURN(problem.model, ModelFrom(request.transformer()));
+  }
+  if (request.options().graph_batch_size() < 0 ||
+      (graph == nullptr && request.options().graph_batch_size() != 0)) {
+    return InvalidFieldError("options.graph_batch_size",
+                             graph == nullptr ? "only with a graph" : "at least 0 (0 means 1)");
+  }
+  problem.graph_batch_size = std::max(1, request.options().graph_batch_size());
   PARTPLAN_ASSIGN_OR_RETURN(problem.cluster, ClusterFrom(request.cluster()));
   PARTPLAN_ASSIGN_OR_RETURN(problem.options, OptionsFrom(request.options()));
   return problem;

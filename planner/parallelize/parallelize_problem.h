@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "partplan/v1/parallelize.pb.h"
+#include "planner/graph/graph.h"
 #include "planner/training/device_memory.h"
 #include "planner/training/schedule.h"
 
@@ -108,13 +109,19 @@ struct ParallelizeOptions {
 };
 
 struct ParallelizeProblem {
+  // The model: a transformer summary, or (when `graph` is set) a graph of
+  // `graph_batch_size` samples.
   TransformerModel model;
+  const CompactGraph* graph = nullptr;
+  int graph_batch_size = 1;
   ParallelizeCluster cluster;
   ParallelizeOptions options;
 };
 
+// `graph` is the request's graph imported (null when it has none); it must
+// outlive the problem.
 absl::StatusOr<ParallelizeProblem> ParallelizeProblemFromRequest(
-    const v1::ParallelizeRequest& request);
+    const v1::ParallelizeRequest& request, const CompactGraph* graph);
 
 // The wire's names of the domain's choices.
 v1::PipelineScheduleKind ScheduleKindOf(PipelineSchedule schedule);

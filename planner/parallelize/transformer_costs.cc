@@ -69,21 +69,6 @@ LayerMemory LayerMemoryOf(const TransformerModel& m, const ParallelCandidate& c)
   return memory;
 }
 
-// ZeRO-2 reduce-scatters each micro-batch's gradients (it keeps no whole
-// gradient to accumulate into); ZeRO-3 also all-gathers the weights before
-// the forward and again before the backward.
-double ZeroMicroBatchSeconds(const ParallelizeOptions& options, const ParallelCandidate& c,
-                             double parameters, double rate) {
-  if (c.zero == ZeroStage::kGradients) {
-    return GatherSeconds(parameters * options.state_bytes.gradients, c.data, rate);
-  }
-  if (c.zero == ZeroStage::kParameters) {
-    return GatherSeconds(parameters * options.state_bytes.gradients, c.data, rate) +
-           2 * GatherSeconds(parameters * options.state_bytes.weights, c.data, rate);
-  }
-  return 0;
-}
-
 struct ItemCosts {
   ItemTime forward, backward, weight;
   ItemTime Sum() const {
@@ -165,6 +150,21 @@ void AddItem(const ItemCosts& costs, double saved, double transient, double para
 }
 
 }  // namespace
+
+// ZeRO-2 reduce-scatters each micro-batch's gradients (it keeps no whole
+// gradient to accumulate into); ZeRO-3 also all-gathers the weights before
+// the forward and again before the backward.
+double ZeroMicroBatchSeconds(const ParallelizeOptions& options, const ParallelCandidate& c,
+                             double parameters, double rate) {
+  if (c.zero == ZeroStage::kGradients) {
+    return GatherSeconds(parameters * options.state_bytes.gradients, c.data, rate);
+  }
+  if (c.zero == ZeroStage::kParameters) {
+    return GatherSeconds(parameters * options.state_bytes.gradients, c.data, rate) +
+           2 * GatherSeconds(parameters * options.state_bytes.weights, c.data, rate);
+  }
+  return 0;
+}
 
 double LayerDeviceParameters(const TransformerModel& m, int t) {
   const double norms = 4 * m.hidden;

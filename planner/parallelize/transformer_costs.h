@@ -17,6 +17,7 @@
 #ifndef PARTPLAN_PLANNER_PARALLELIZE_TRANSFORMER_COSTS_H_
 #define PARTPLAN_PLANNER_PARALLELIZE_TRANSFORMER_COSTS_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "planner/parallelize/parallelize_problem.h"
@@ -65,6 +66,8 @@ struct TransformerChain {
   // rank's speed (the reference's over its own).
   std::vector<double> rank_layer_seconds;
   std::vector<double> rank_speed;
+  // For a graph model: each item's node (NodeId).
+  std::vector<int32_t> item_nodes;
 };
 
 // Forward + backward + weight seconds per micro-batch of the embedding, of
@@ -87,6 +90,12 @@ double LayerDeviceParameters(const TransformerModel& model, int tensor);
 // (it exchanged per micro-batch). Seconds, none of it hidden.
 double DataParallelSeconds(const ParallelizeOptions& options, const ParallelCandidate& candidate,
                            double parameters, double data_bytes_per_second);
+
+// ZeRO-2's gradient reduce-scatter of each micro-batch, and ZeRO-3's also
+// twice a weight all-gather, of `parameters` (elements) over d devices at
+// `rate` bytes per second; 0 for ZeRO-0 and -1.
+double ZeroMicroBatchSeconds(const ParallelizeOptions& options, const ParallelCandidate& candidate,
+                             double parameters, double rate);
 
 // The chain of `candidate` (costs on links[0]); links has p entries.
 TransformerChain BuildTransformerChain(const TransformerModel& model,

@@ -20,6 +20,20 @@ void WriteStages(const ParallelizeProblem& problem, const ParallelConfigResult& 
   for (int k = 0; k < stages; ++k) {
     v1::ParallelStage* stage = config->add_stages();
     stage->set_stage(k);
+    for (const std::vector<ClusterDevice>& group : result.rank_groups[k % pipeline]) {
+      std::vector<std::string> names;
+      names.reserve(group.size());
+      for (const ClusterDevice& device : group) names.push_back(ParallelizeCluster::Name(device));
+      stage->add_tensor_parallel_groups(absl::StrJoin(names, ","));
+    }
+    if (problem.graph != nullptr) {
+      stage->set_first_layer(-1);
+      stage->set_last_layer(-1);
+      stage->set_first_node(std::string(problem.graph->name(result.item_nodes[cuts[k]])));
+      stage->set_last_node(std::string(problem.graph->name(result.item_nodes[cuts[k + 1] - 1])));
+      stage->set_recompute(result.plan.recompute[k]);
+      continue;
+    }
     // Items: 0 the embedding, 1..l the layers, l + 1 the head.
     const int first_item = std::max(cuts[k], 1);
     const int end_item = std::min(cuts[k + 1], layers + 1);
@@ -32,12 +46,6 @@ void WriteStages(const ParallelizeProblem& problem, const ParallelConfigResult& 
     }
     stage->set_embedding(cuts[k] == 0);
     stage->set_head(cuts[k + 1] == layers + 2);
-    for (const std::vector<ClusterDevice>& group : result.rank_groups[k % pipeline]) {
-      std::vector<std::string> names;
-      names.reserve(group.size());
-      for (const ClusterDevice& device : group) names.push_back(ParallelizeCluster::Name(device));
-      stage->add_tensor_parallel_groups(absl::StrJoin(names, ","));
-    }
   }
 }
 
@@ -63,6 +71,7 @@ void ParallelizeResponseFromResult(const ParallelizeProblem& problem,
     config->set_sequence_parallel(c.sequence_parallel());
     config->set_step_seconds(found.step_seconds);
     config->set_tokens_per_second(found.tokens_per_second);
+    config->set_samples_per_second(found.samples_per_second);
     config->set_model_flops_utilization(found.model_flops_utilization);
     v1::StepBreakdown* breakdown = config->mutable_breakdown();
     breakdown->set_compute_seconds(found.parts.compute);

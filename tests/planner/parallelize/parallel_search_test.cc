@@ -2,10 +2,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include "absl/status/status.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "planner/api/entry_points.h"
 #include "planner/base/cancellation.h"
@@ -17,6 +20,15 @@
 
 namespace partplan {
 namespace {
+
+v1::Graph TrainingExampleGraph() {
+  std::ifstream file("client/examples/plan_training.json");
+  std::stringstream text;
+  text << file.rdbuf();
+  v1::PlanTrainingRequest request;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(text.str(), &request).ok());
+  return request.graph();
+}
 
 v1::ParallelizeRequest SmallRequest() {
   v1::ParallelizeRequest request;
@@ -39,7 +51,7 @@ v1::ParallelizeRequest SmallRequest() {
 
 absl::StatusOr<ParallelSearchResult> Search(const v1::ParallelizeRequest& request) {
   PARTPLAN_ASSIGN_OR_RETURN(const ParallelizeProblem problem,
-                            ParallelizeProblemFromRequest(request));
+                            ParallelizeProblemFromRequest(request, nullptr));
   return SearchParallelConfigs(problem, CancellationToken());
 }
 
@@ -79,8 +91,11 @@ TEST(Parallelize, NamesTheFieldOfBadInput) {
   request.mutable_options()->add_schedules(v1::GPIPE);
   ExpectInvalid(request, "options.schedules[1]");
   request = SmallRequest();
-  request.mutable_graph()->add_nodes()->set_name("x");
+  *request.mutable_graph() = TrainingExampleGraph();
   ExpectInvalid(request, "graph");
+  request = SmallRequest();
+  request.mutable_options()->set_graph_batch_size(8);
+  ExpectInvalid(request, "options.graph_batch_size");
 }
 
 TEST(Parallelize, SaysWhenNothingFits) {
@@ -235,6 +250,85 @@ TEST(Parallelize, MegatronPublishedRuns) {
     EXPECT_NEAR(predicted / run.teraflops_per_gpu, 1.0, 0.3);
     EXPECT_LE(best->configs[0].step_seconds, theirs.step_seconds * (1 + 1e-12));
   }
+}
+
+}  // namespace
+}  // namespace partplan
+
+namespace partplan {
+namespace {
+
+v1::PlanTrainingRequest TrainingExample() {
+  std::ifstream file("client/examples/plan_training.json");
+  std::stringstream text;
+  text << file.rdbuf();
+  v1::PlanTrainingRequest request;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(text.str(), &request).ok());
+  request.mutable_config()->clear_pins();
+  return request;
+}
+
+// A graph model: the PlanTraining example's MLP (latencies, NodeTraining),
+// 32 samples a micro-batch, on one host of 4 devices like its inventory.
+v1::ParallelizeRequest GraphRequest() {
+  const v1::PlanTrainingRequest training = TrainingExample();
+  v1::ParallelizeRequest request;
+  *request.mutable_graph() = training.graph();
+  v1::HostGroup* hosts = request.mutable_cluster()->add_host_groups();
+  hosts->set_hosts(1);
+  hosts->set_devices_per_host(4);
+  hosts->mutable_accelerator()->set_memory_bytes(1 << 30);
+  hosts->mutable_accelerator()->set_peak_flops_per_second(100e12);
+  hosts->set_intra_host_bytes_per_second(25e9);
+  hosts->set_inter_host_bytes_per_second(25e9);
+  request.mutable_options()->set_global_batch_size(256);
+  request.mutable_options()->set_graph_batch_size(32);
+  return request;
+}
+
+TEST(Parallelize, PlansAGraphModel) {
+  const absl::StatusOr<v1::ParallelizeResponse> response =
+      Parallelize(GraphRequest(), InputLimits(), CancellationToken());
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_GE(response->configurations_size(), 2);
+  for (const v1::ParallelConfig& config : response->configurations()) {
+    EXPECT_EQ(config.tensor_parallel(), 1);
+    EXPECT_EQ(config.micro_batch_size(), 32);
+    EXPECT_EQ(config.micro_batches() * 32 * config.data_parallel(), 256);
+    EXPECT_EQ(config.tokens_per_second(), 0);
+    EXPECT_NEAR(config.samples_per_second(), 256 / config.step_seconds(), 1e-9);
+    EXPECT_FALSE(config.stages(0).first_node().empty());
+    EXPECT_EQ(config.stages(0).first_layer(), -1);
+    EXPECT_EQ(config.stages(config.stages_size() - 1).last_node(), "fc8");
+  }
+}
+
+// With the degrees fixed to the PlanTraining example's pipeline (4 ranks
+// of one device, 8 micro-batches of 32, 1F1B, no ZeRO), Parallelize plans
+// the same problem: the same step as PlanTraining.
+TEST(Parallelize, AGraphPipelineIsPlanTrainingsPlan) {
+  v1::ParallelizeRequest request = GraphRequest();
+  v1::ParallelizeOptions* options = request.mutable_options();
+  options->set_pipeline_parallel(4);
+  options->set_data_parallel(1);
+  options->set_global_batch_size(8 * 32);
+  options->add_schedules(v1::ONE_F_ONE_B);
+  options->add_zero_stages(v1::ZERO_NONE);
+  const absl::StatusOr<v1::ParallelizeResponse> response =
+      Parallelize(request, InputLimits(), CancellationToken());
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->configurations_size(), 1);
+  v1::PlanTrainingRequest training = TrainingExample();
+  for (int i = 0; i < 3; ++i) {
+    v1::Link* link = training.mutable_devices()->add_links();
+    link->set_logical_id_a(i);
+    link->set_logical_id_b(i + 1);
+    link->set_bandwidth_bytes_per_second(25e9);
+  }
+  const absl::StatusOr<v1::PlanTrainingResponse> plan =
+      PlanTraining(training, InputLimits(), CancellationToken());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_DOUBLE_EQ(response->configurations(0).step_seconds(), plan->plan().step_seconds());
 }
 
 }  // namespace
