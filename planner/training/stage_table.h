@@ -14,7 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -359,9 +359,6 @@ class StageTable {
   struct MemoryMoment {
     std::vector<int> held;  // per chunk of the device
     int backward_chunk = -1;
-    bool operator<(const MemoryMoment& other) const {
-      return std::tie(held, backward_chunk) < std::tie(other.held, other.backward_chunk);
-    }
   };
 
   // Each device's distinct moments, from its op order: the micro-batches in
@@ -373,35 +370,57 @@ class StageTable {
     const int devices = options_.schedule.devices;
     const int chunks = options_.schedule.chunks_per_device;
     const bool weight_op_holds = split_weight_ && options_.memory.activations_until_weight;
+    // The counts are hashed as they change (a weighted sum, one term per
+    // op), so that finding the distinct moments is linear in the ops.
+    std::vector<uint64_t> weight(chunks);
+    for (int j = 0; j < chunks; ++j) {
+      weight[j] = (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(2 * j + 1)) ^ (static_cast<uint64_t>(j) << 32);
+    }
     moments_.resize(devices);
     for (int d = 0; d < devices; ++d) {
       std::vector<MemoryMoment> seen;
+      std::unordered_map<uint64_t, size_t> index;
       MemoryMoment now;
       now.held.assign(chunks, 0);
+      uint64_t hash = 0;
+      const auto record = [&](int backward_chunk) {
+        uint64_t key = hash * 0xBF58476D1CE4E5B9ull + static_cast<uint64_t>(backward_chunk + 1);
+        while (true) {
+          const auto found = index.find(key);
+          if (found == index.end()) {
+            index.emplace(key, seen.size());
+            now.backward_chunk = backward_chunk;
+            seen.push_back(now);
+            return;
+          }
+          const MemoryMoment& other = seen[found->second];
+          if (other.backward_chunk == backward_chunk && other.held == now.held) return;
+          ++key;  // another moment with this key: probe on
+        }
+      };
       for (const PipelineOp& op : order_[d]) {
         const int chunk = op.stage / devices;
         switch (op.kind) {
           case PipelineOpKind::kForward:
             ++now.held[chunk];
-            now.backward_chunk = -1;
-            seen.push_back(now);
+            hash += weight[chunk];
+            record(-1);
             break;
           case PipelineOpKind::kBackward:
-            now.backward_chunk = chunk;
-            seen.push_back(now);
-            if (!weight_op_holds) --now.held[chunk];
+            record(chunk);
+            if (!weight_op_holds) {
+              --now.held[chunk];
+              hash -= weight[chunk];
+            }
             break;
           case PipelineOpKind::kWeight:
-            if (weight_op_holds) --now.held[chunk];
+            if (weight_op_holds) {
+              --now.held[chunk];
+              hash -= weight[chunk];
+            }
             break;
         }
       }
-      std::sort(seen.begin(), seen.end());
-      seen.erase(std::unique(seen.begin(), seen.end(), [](const MemoryMoment& a,
-                                                          const MemoryMoment& b) {
-                   return a.held == b.held && a.backward_chunk == b.backward_chunk;
-                 }),
-                 seen.end());
       // Held bytes and working sets are never negative: a moment holding no
       // more in any chunk than another, which is a backward of the same
       // chunk or (for a forward) any moment, never gives the larger sum.
@@ -422,8 +441,7 @@ class StageTable {
       for (size_t i = 0; i < seen.size(); ++i) {
         bool covered = false;
         for (size_t j = 0; j < seen.size() && !covered; ++j) {
-          covered = j != i && covers(seen[j], seen[i]) &&
-                    (!covers(seen[i], seen[j]) || j < i);
+          covered = j != i && covers(seen[j], seen[i]);
         }
         if (!covered) moments_[d].push_back(seen[i]);
       }
