@@ -331,5 +331,71 @@ TEST(Parallelize, AGraphPipelineIsPlanTrainingsPlan) {
   EXPECT_DOUBLE_EQ(response->configurations(0).step_seconds(), plan->plan().step_seconds());
 }
 
+// Hosts of two speeds: with the degrees fixed to one pipeline rank per
+// host, the rank on the host four times faster holds more of the layers.
+TEST(Parallelize, FasterHostsTakeMoreLayers) {
+  v1::ParallelizeRequest request = SmallRequest();
+  request.mutable_transformer()->set_layers(16);
+  v1::Cluster* cluster = request.mutable_cluster();
+  cluster->clear_host_groups();
+  for (const double peak : {400e12, 100e12}) {
+    v1::HostGroup* hosts = cluster->add_host_groups();
+    hosts->set_hosts(1);
+    hosts->set_devices_per_host(4);
+    hosts->mutable_accelerator()->set_memory_bytes(80.0 * (1 << 30));
+    hosts->mutable_accelerator()->set_peak_flops_per_second(peak);
+    hosts->set_intra_host_bytes_per_second(300e9);
+    hosts->set_inter_host_bytes_per_second(25e9);
+  }
+  v1::ParallelizeOptions* options = request.mutable_options();
+  options->set_global_batch_size(64);
+  options->set_tensor_parallel(4);
+  options->set_pipeline_parallel(2);
+  options->set_data_parallel(1);
+  options->add_schedules(v1::ONE_F_ONE_B);
+  const absl::StatusOr<v1::ParallelizeResponse> response =
+      Parallelize(request, InputLimits(), CancellationToken());
+  ASSERT_TRUE(response.ok()) << response.status();
+  const v1::ParallelConfig& best = response->configurations(0);
+  ASSERT_EQ(best.stages_size(), 2);
+  EXPECT_EQ(best.stages(0).tensor_parallel_groups(0), "0:0,0:1,0:2,0:3");
+  EXPECT_EQ(best.stages(1).tensor_parallel_groups(0), "1:0,1:1,1:2,1:3");
+  const int fast = best.stages(0).last_layer() - best.stages(0).first_layer() + 1;
+  const int slow = best.stages(1).last_layer() - best.stages(1).first_layer() + 1;
+  EXPECT_EQ(fast + slow, 16);
+  EXPECT_GE(fast, 11) << "the fast rank holds " << fast << " of 16 layers";
+}
+
+// Mixture of experts: 8 experts, 2 a token. With the degrees fixed, the
+// fullest device holds about 8 MLPs' weights a layer and the step runs
+// about 2 MLPs' FLOPs a token.
+TEST(Parallelize, ExpertsMultiplyWeightsAndTheirTokensFlops) {
+  auto fixed = [](int experts) {
+    v1::ParallelizeRequest request = SmallRequest();
+    request.mutable_transformer()->set_experts(experts);
+    request.mutable_transformer()->set_experts_per_token(experts > 1 ? 2 : 0);
+    v1::ParallelizeOptions* options = request.mutable_options();
+    options->set_tensor_parallel(4);
+    options->set_pipeline_parallel(2);
+    options->set_data_parallel(1);
+    options->add_schedules(v1::ONE_F_ONE_B);
+    options->add_recompute(v1::LAYER_RECOMPUTE_NONE);
+    const absl::StatusOr<v1::ParallelizeResponse> response =
+        Parallelize(request, InputLimits(), CancellationToken());
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? response->configurations(0) : v1::ParallelConfig();
+  };
+  const v1::ParallelConfig dense = fixed(0);
+  const v1::ParallelConfig moe = fixed(8);
+  // A layer: 4h^2 attention + 8h^2 MLP; with 8 experts 4h^2 + 64h^2, 5.7x;
+  // the embedding (V h / t) on the fullest device is not multiplied.
+  EXPECT_GT(moe.memory().weights(), 3 * dense.memory().weights());
+  EXPECT_LT(moe.memory().weights(), 8 * dense.memory().weights());
+  // The MLP's share of a dense layer's FLOPs (16 of 24 s h^2, and the
+  // scores) doubles: more than 1.3x the step, less than 2x.
+  EXPECT_GT(moe.step_seconds(), 1.3 * dense.step_seconds());
+  EXPECT_LT(moe.step_seconds(), 2 * dense.step_seconds());
+}
+
 }  // namespace
 }  // namespace partplan
