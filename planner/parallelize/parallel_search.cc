@@ -27,11 +27,22 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // configurations returned are planned again with the request's bound.
 constexpr int64_t kLatticeSearchNodes = 256;
 
+// Bounds on one search, so that a request cannot hold a planner thread for
+// minutes: the configurations visited per pass (each bounded in O(1); a
+// 96-layer model on 4,096 devices has under 2M), and the devices visited
+// making layouts (each (t, p, d) visits its p d t devices once).
+constexpr int64_t kMaxLatticeConfigurations = int64_t{1} << 25;
+constexpr int64_t kMaxLayoutWork = int64_t{1} << 27;
+// And the layouts kept (a summary of about 100 bytes each).
+constexpr int64_t kMaxLayouts = int64_t{1} << 18;
+
 // One way to lay t-device groups out as p ranks of d replicas: group
 // r d + j is replica j of rank r (Megatron-LM's order).
+// Only its summary is kept per layout (the lattice has many); the ranks'
+// links are made again (RanksOf) for the configurations planned.
 struct Layout {
   int tensor = 1, pipeline = 1, data = 1;
-  std::vector<RankLinks> ranks;
+  RankLinks first;  // rank 0's: the reference of the costs
   // The ranks' distinct links, with how many ranks have each: bounds
   // are computed per distinct value.
   std::vector<std::pair<RankLinks, int>> distinct;
@@ -66,12 +77,13 @@ double RingRate(const ParallelizeCluster& cluster, const std::vector<const Clust
   return rate;
 }
 
-Layout MakeLayout(const ParallelizeCluster& cluster, const std::vector<std::vector<int>>& groups,
-                  int t, int p, int d) {
-  Layout layout;
-  layout.tensor = t;
-  layout.pipeline = p;
-  layout.data = d;
+// Each pipeline rank's links when tensor groups `groups` make p ranks of
+// d replicas; `*peak_flops_sum` (if not null) adds every device's peak.
+std::vector<RankLinks> RanksOf(const ParallelizeCluster& cluster,
+                               const std::vector<std::vector<int>>& groups, int t, int p, int d,
+                               double* peak_flops_sum) {
+  std::vector<RankLinks> ranks;
+  ranks.reserve(p);
   auto device = [&](int rank, int replica, int tensor_rank) -> const ClusterDevice& {
     return cluster.free[groups[rank * d + replica][tensor_rank]];
   };
@@ -90,7 +102,7 @@ Layout MakeLayout(const ParallelizeCluster& cluster, const std::vector<std::vect
         const DeviceType& type = cluster.types[dev.type];
         links.peak_flops = std::min(links.peak_flops, type.peak_flops);
         links.memory_bytes = std::min(links.memory_bytes, type.memory_bytes);
-        layout.peak_flops_sum += type.peak_flops;
+        if (peak_flops_sum != nullptr) *peak_flops_sum += type.peak_flops;
         ring.push_back(&dev);
       }
       links.tensor_bytes_per_second =
@@ -106,7 +118,20 @@ Layout MakeLayout(const ParallelizeCluster& cluster, const std::vector<std::vect
     ring.clear();
     for (int j = 0; j < d; ++j) ring.push_back(&device(r, j, 0));
     links.data_bytes_per_second = RingRate(cluster, ring);
-    layout.ranks.push_back(links);
+    ranks.push_back(links);
+  }
+  return ranks;
+}
+
+Layout MakeLayout(const ParallelizeCluster& cluster, const std::vector<std::vector<int>>& groups,
+                  int t, int p, int d) {
+  Layout layout;
+  layout.tensor = t;
+  layout.pipeline = p;
+  layout.data = d;
+  const std::vector<RankLinks> ranks = RanksOf(cluster, groups, t, p, d, &layout.peak_flops_sum);
+  layout.first = ranks[0];
+  for (const RankLinks& links : ranks) {
     layout.most_memory = std::max(layout.most_memory, links.memory_bytes);
     layout.fastest_data_rate = std::max(layout.fastest_data_rate, links.data_bytes_per_second);
     bool seen = false;
@@ -197,7 +222,7 @@ double LowerBound(const ParallelizeProblem& problem, const GraphModel* graph,
       most_parameters * (per_parameter.weights + per_parameter.gradients + per_parameter.optimizer);
   if (states > layout.most_memory) return -1;
 
-  const TransformerItemTimes reference = ItemTimesOn(m, options, c, layout.ranks[0]);
+  const TransformerItemTimes reference = ItemTimesOn(m, options, c, layout.first);
   const double layer = reference.layer.total();
   const double work = m.layers * layer + reference.embedding.total() + reference.head.total();
   double fastest = 0, speed_sum = 0;
@@ -291,6 +316,17 @@ absl::Status EnumerateLattice(const ParallelizeProblem& problem, const GraphMode
                                             ZeroStage::kOptimizer) != options.zero_stages.end();
   int layout_index = 0;
   int64_t work = 0;
+  int64_t layout_work = 0;  // devices visited making layouts
+  int64_t visits = 0;
+  const auto too_large = [&]() {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the configurations to search are too many (more than ", kMaxLatticeConfigurations,
+        ", or more than ", kMaxLayouts, " layouts of t, p and d, or layouts over more than ",
+        kMaxLayoutWork, " devices in all, for ", cluster.free.size(),
+        " devices and a global batch of ", G,
+        "): fix one of options.tensor_parallel, pipeline_parallel, data_parallel or "
+        "micro_batch_size, or list fewer schedules, zero_stages or recompute choices"));
+  };
   for (int t = 1; t <= most_tensor; ++t) {
     if ((options.tensor > 0 && t != options.tensor) || static_cast<int64_t>(m.heads) % t != 0 ||
         static_cast<int64_t>(m.hidden) % t != 0 || static_cast<int64_t>(m.ffn) % t != 0) {
@@ -311,6 +347,11 @@ absl::Status EnumerateLattice(const ParallelizeProblem& problem, const GraphMode
         if (options.data > 0 && d != options.data) continue;
         PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
         if (build) {
+          layout_work += static_cast<int64_t>(p) * d * t;
+          if (layout_work > kMaxLayoutWork ||
+              static_cast<int64_t>(enumeration->layouts.size()) >= kMaxLayouts) {
+            return too_large();
+          }
           enumeration->layouts.push_back(MakeLayout(cluster, groups, t, p, d));
           enumeration->layout_tensor.push_back(t);
         }
@@ -351,6 +392,7 @@ absl::Status EnumerateLattice(const ParallelizeProblem& problem, const GraphMode
                   // A graph's recompute is the training planner's, per stage.
                   if (graph != nullptr && recompute != options.recompute.front()) break;
                   c.recompute = graph != nullptr ? LayerRecomputeMode::kNone : recompute;
+                  if (++visits > kMaxLatticeConfigurations) return too_large();
                   visit(c, index);
                 }
               }
@@ -398,18 +440,19 @@ absl::StatusOr<ParallelConfigResult> PlanCandidate(const ParallelizeProblem& pro
                                                    const CancellationToken& token) {
   const TransformerModel& m = problem.model;
   const ParallelizeOptions& options = problem.options;
+  const std::vector<RankLinks> ranks =
+      RanksOf(problem.cluster, groups, c.tensor, c.pipeline, c.data, nullptr);
   TransformerChain chain;
   std::vector<TrainingDevice> devices(c.pipeline);
   if (graph != nullptr) {
-    PARTPLAN_ASSIGN_OR_RETURN(chain,
-                              BuildGraphChain(*graph, options, c, layout.ranks, &devices, token));
+    PARTPLAN_ASSIGN_OR_RETURN(chain, BuildGraphChain(*graph, options, c, ranks, &devices, token));
   } else {
-    chain = BuildTransformerChain(m, options, c, layout.ranks);
+    chain = BuildTransformerChain(m, options, c, ranks);
     for (int r = 0; r < c.pipeline; ++r) {
       devices[r].name = absl::StrCat("pipeline rank ", r);
       devices[r].speed = chain.rank_speed[r];
-      devices[r].memory_bytes = layout.ranks[r].memory_bytes;
-      devices[r].link_bytes_per_second = layout.ranks[r].next_bytes_per_second;
+      devices[r].memory_bytes = ranks[r].memory_bytes;
+      devices[r].link_bytes_per_second = ranks[r].next_bytes_per_second;
     }
   }
   StageSearchOptions search;
@@ -451,7 +494,7 @@ absl::StatusOr<ParallelConfigResult> PlanCandidate(const ParallelizeProblem& pro
     for (const PipelineOp& op : plan.timeline.devices[r]) end = std::max(end, op.end);
     exposed[r] =
         (1 - options.data_parallel_overlap) *
-        DataParallelSeconds(options, c, rank_parameters[r], layout.ranks[r].data_bytes_per_second);
+        DataParallelSeconds(options, c, rank_parameters[r], ranks[r].data_bytes_per_second);
     if (end + exposed[r] > last_end) {
       last_end = end + exposed[r];
       last_rank = r;

@@ -1125,6 +1125,20 @@ std::vector<HostileCase> Cases() {
         r.mutable_options()->add_schedules(static_cast<v1::PipelineScheduleKind>(77));
       },
       "options.schedules[0]"));
+  // 65,536 devices, 4,096 layers, a batch of 2^24 - 2^12 and tensor groups
+  // across hosts: far too many configurations, refused within the bounds.
+  add(ParallelizeRow(
+      "ParallelizeLatticeTooLarge",
+      [](v1::ParallelizeRequest& r) {
+        r.mutable_cluster()->clear_busy_devices();
+        FirstHosts(r).set_hosts(8192);
+        r.mutable_transformer()->set_layers(4096);
+        r.mutable_transformer()->set_hidden_size(61440);
+        r.mutable_transformer()->set_attention_heads(480);
+        r.mutable_options()->set_global_batch_size((1 << 24) - (1 << 12));
+        r.mutable_options()->set_tensor_parallel_across_hosts(true);
+      },
+      "", StatusCode::FAILED_PRECONDITION, "too many"));
   add(ParallelizeRow(
       "ParallelizeNothingFits",
       [](v1::ParallelizeRequest& r) { FirstHosts(r).mutable_accelerator()->set_memory_bytes(1e9); },
