@@ -345,9 +345,9 @@ absl::Status EnumerateLattice(const ParallelizeProblem& problem, const GraphMode
       for (const int d : batch_divisors) {
         if (static_cast<int64_t>(p) * d > group_count) break;
         if (options.data > 0 && d != options.data) continue;
-        PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(work++));
         if (build) {
           layout_work += static_cast<int64_t>(p) * d * t;
+          PARTPLAN_RETURN_IF_ERROR(token.CheckWork(static_cast<int64_t>(p) * d * t, &work));
           if (layout_work > kMaxLayoutWork ||
               static_cast<int64_t>(enumeration->layouts.size()) >= kMaxLayouts) {
             return too_large();
@@ -393,6 +393,9 @@ absl::Status EnumerateLattice(const ParallelizeProblem& problem, const GraphMode
                   if (graph != nullptr && recompute != options.recompute.front()) break;
                   c.recompute = graph != nullptr ? LayerRecomputeMode::kNone : recompute;
                   if (++visits > kMaxLatticeConfigurations) return too_large();
+                  // Each visit bounds a configuration: a poll every
+                  // kPollInterval of them.
+                  PARTPLAN_RETURN_IF_ERROR(token.CheckWork(1, &work));
                   visit(c, index);
                 }
               }

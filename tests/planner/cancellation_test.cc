@@ -37,6 +37,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "planner/api/entry_points.h"
 #include "planner/base/cancellation.h"
 #include "planner/base/status_util.h"
 #include "planner/data_parallel/data_parallel_options.h"
@@ -307,6 +308,33 @@ v1::PlanTrainingRequest TrainingRequest(int64_t nodes, int devices, int micro_ba
 // The whole of PlanTraining after the graph's import: the request checked
 // into the chain (training_chain.cc), the stage search, the response with
 // its timeline and cut reports.
+// Parallelize: GPT-3 (96 layers, hidden 12,288) on 4,096 A100s, a global
+// batch of 1,536 (1.6M configurations, some hundreds planned).
+std::unique_ptr<Prepared> ParallelizeGpt3() {
+  auto prepared = std::make_unique<Prepared>();
+  auto request = std::make_shared<v1::ParallelizeRequest>();
+  v1::TransformerSummary* model = request->mutable_transformer();
+  model->set_layers(96);
+  model->set_hidden_size(12288);
+  model->set_attention_heads(96);
+  model->set_sequence_length(2048);
+  model->set_vocabulary_size(51200);
+  v1::HostGroup* hosts = request->mutable_cluster()->add_host_groups();
+  hosts->set_hosts(512);
+  hosts->set_devices_per_host(8);
+  hosts->mutable_accelerator()->set_memory_bytes(80.0 * (1 << 30));
+  hosts->mutable_accelerator()->set_peak_flops_per_second(312e12);
+  hosts->set_intra_host_bytes_per_second(300e9);
+  hosts->set_inter_host_bytes_per_second(25e9);
+  request->mutable_options()->set_global_batch_size(1536);
+  Prepared* p = prepared.get();
+  prepared->call = [p, request](const CancellationToken& token) -> absl::Status {
+    return Parallelize(*request, request->graph(), InputLimits(), token,
+                       Keep(p, std::make_shared<v1::ParallelizeResponse>()));
+  };
+  return prepared;
+}
+
 std::unique_ptr<Prepared> Training(int64_t nodes, int devices, int micro_batches) {
   auto prepared = std::make_unique<PreparedRequest<v1::PlanTrainingRequest>>(
       TrainingRequest(nodes, devices, micro_batches));
@@ -422,6 +450,9 @@ std::vector<Case> Cases() {
       // wire/training_plan_response.cc: the timeline and 2 x 63 moves, each
       // an evaluation of the plan (EvaluateTrainingStages).
       {"PlanTrainingResponse", [] { return TrainingResponse(100'000, 64, 128); }},
+      // parallelize/: the lattice enumerated and bounded, each configuration
+      // planned, the returned ones planned again.
+      {"Parallelize", [] { return ParallelizeGpt3(); }},
   };
 }
 
