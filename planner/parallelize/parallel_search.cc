@@ -531,6 +531,7 @@ absl::StatusOr<ParallelConfigResult> PlanCandidate(const ParallelizeProblem& pro
       result.fullest_rank = r;
     }
   }
+  for (const RankLinks& rank : ranks) result.rank_memory_bytes.push_back(rank.memory_bytes);
   result.rank_groups.resize(c.pipeline);
   for (int r = 0; r < c.pipeline; ++r) {
     for (int j = 0; j < c.data; ++j) {

@@ -73,7 +73,8 @@ struct ParallelConfigResult {
   double samples_per_second = 0;
   double model_flops_utilization = 0;
   StepParts parts;
-  int fullest_rank = 0;  // the rank with the highest peak memory
+  int fullest_rank = 0;                   // the rank with the highest peak memory
+  std::vector<double> rank_memory_bytes;  // each rank's memory (its smallest device's)
   // Per pipeline rank, per replica, the tensor group's devices.
   std::vector<std::vector<std::vector<ClusterDevice>>> rank_groups;
   // For a graph model: each item's node.

@@ -49,6 +49,16 @@ void WriteStages(const ParallelizeProblem& problem, const ParallelConfigResult& 
   }
 }
 
+void WriteMemory(const DeviceMemory& memory, double available, v1::StageMemory* out) {
+  out->set_weights(memory.weights);
+  out->set_gradients(memory.gradients);
+  out->set_optimizer(memory.optimizer);
+  out->set_activations(memory.activations);
+  out->set_transient(memory.transient);
+  out->set_peak(memory.peak_bytes);
+  out->set_available(available);
+}
+
 }  // namespace
 
 void ParallelizeResponseFromResult(const ParallelizeProblem& problem,
@@ -79,16 +89,11 @@ void ParallelizeResponseFromResult(const ParallelizeProblem& problem,
     breakdown->set_zero_gather_seconds(found.parts.zero);
     breakdown->set_pipeline_idle_seconds(found.parts.idle);
     breakdown->set_data_parallel_seconds(found.parts.data_parallel);
-    const DeviceMemory& memory = found.plan.memory[found.fullest_rank];
-    v1::StageMemory* out = config->mutable_memory();
-    out->set_weights(memory.weights);
-    out->set_gradients(memory.gradients);
-    out->set_optimizer(memory.optimizer);
-    out->set_activations(memory.activations);
-    out->set_transient(memory.transient);
-    out->set_peak(memory.peak_bytes);
+    for (size_t r = 0; r < found.plan.memory.size(); ++r) {
+      WriteMemory(found.plan.memory[r], found.rank_memory_bytes[r], config->add_rank_memory());
+    }
+    *config->mutable_memory() = config->rank_memory(found.fullest_rank);
     const ClusterDevice& fullest = found.rank_groups[found.fullest_rank][0][0];
-    out->set_available(problem.cluster.types[fullest.type].memory_bytes);
     config->set_fullest_device(ParallelizeCluster::Name(fullest));
     WriteStages(problem, found, config);
     config->set_layout_proven_optimal(found.plan.proven_optimal);

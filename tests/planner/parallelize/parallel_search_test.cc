@@ -1,5 +1,6 @@
 #include "planner/parallelize/parallel_search.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -120,6 +121,13 @@ TEST(Parallelize, ResponseDescribesEachConfiguration) {
               config.tensor_parallel() * config.pipeline_parallel() * config.data_parallel());
     EXPECT_EQ(config.micro_batches() * config.micro_batch_size() * config.data_parallel(), 16);
     EXPECT_LE(config.memory().peak(), config.memory().available());
+    ASSERT_EQ(config.rank_memory_size(), config.pipeline_parallel());
+    double fullest = 0;
+    for (const v1::StageMemory& rank : config.rank_memory()) {
+      EXPECT_LE(rank.peak(), rank.available());
+      fullest = std::max(fullest, rank.peak());
+    }
+    EXPECT_EQ(config.memory().peak(), fullest);
     EXPECT_GT(config.model_flops_utilization(), 0);
     EXPECT_LT(config.model_flops_utilization(), 1);
     const v1::StepBreakdown& parts = config.breakdown();
