@@ -459,9 +459,6 @@ absl::Status Parallelize(const v1::ParallelizeRequest& request, const GraphSourc
                          v1::ParallelizeResponse* response) {
   const bool graph_given = graph.parsed() != nullptr ? graph.parsed()->nodes_size() > 0
                                                      : CountSerializedNodes(graph.serialized()) != 0;
-  if (graph_given && request.has_transformer()) {
-    return InvalidFieldError("graph", "give the model as `transformer` or as `graph`, not both");
-  }
   std::optional<CompactGraph> imported;
   if (graph_given) {
     absl::StatusOr<CompactGraph> compact = ImportGraph(graph, limits, token);

@@ -4,10 +4,15 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "partplan/v1/device.pb.h"
 #include "partplan/v1/training.pb.h"
 #include "planner/base/limits.h"
@@ -121,6 +126,105 @@ absl::StatusOr<TransformerChain> BuildGraphChain(const GraphModel& model,
   out.item_nodes = std::move(problem.item_nodes);
   *devices = std::move(problem.devices);
   return out;
+}
+
+namespace {
+
+// `target` as "<prefix>.<i>.<rest>": the first dotted component that is a
+// number; false when there is none.
+bool LayerOf(absl::string_view target, absl::string_view* prefix, int* index) {
+  size_t start = 0;
+  while (start < target.size()) {
+    size_t end = target.find('.', start);
+    if (end == absl::string_view::npos) return false;  // the last component
+    const absl::string_view part = target.substr(start, end - start);
+    int value = 0;
+    if (start > 0 && !part.empty() && absl::SimpleAtoi(part, &value) && value >= 0) {
+      *prefix = target.substr(0, start - 1);
+      *index = value;
+      return true;
+    }
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<MeasuredActivations> MeasureLayerActivations(const CompactGraph& graph, int layers,
+                                                            int batch_size,
+                                                            const CancellationToken& token) {
+  GraphModel model;
+  model.graph = &graph;
+  model.batch_size = batch_size;
+  ParallelCandidate one;
+  one.micro_batch_size = batch_size;
+  RankLinks links;
+  links.peak_flops = 1;
+  links.memory_bytes = std::numeric_limits<double>::infinity();
+  links.tensor_bytes_per_second = links.data_bytes_per_second = links.next_bytes_per_second =
+      std::numeric_limits<double>::infinity();
+  ParallelizeOptions options;
+  options.compute_efficiency = 1;
+  PARTPLAN_ASSIGN_OR_RETURN(const TrainingProblem problem,
+                            ProblemOn(model, options, one, {links}, token));
+  const int n = static_cast<int>(problem.chain.items.size());
+  // Each item's layer, if it is a module of a numbered list.
+  NodeReader reader(graph);
+  std::vector<std::string> prefix_of(n);
+  std::vector<int> index_of(n, -1);
+  std::map<std::string, std::set<int>> indices;
+  std::map<std::string, int> modules;
+  for (int i = 0; i < n; ++i) {
+    PARTPLAN_RETURN_IF_ERROR(token.CheckEvery(i));
+    const NodeId node = problem.item_nodes[i];
+    if (graph.op(node) != v1::CALL_MODULE) continue;
+    absl::string_view prefix;
+    int index = 0;
+    if (!LayerOf(reader.OwnFields(node).target, &prefix, &index)) {
+      index_of[i] = -2;  // a module outside any list
+      continue;
+    }
+    prefix_of[i] = std::string(prefix);
+    index_of[i] = index;
+    indices[prefix_of[i]].insert(index);
+    ++modules[prefix_of[i]];
+  }
+  std::string list;
+  for (const auto& [prefix, seen] : indices) {
+    if (static_cast<int>(seen.size()) != layers || *seen.begin() != 0 ||
+        *seen.rbegin() != layers - 1) {
+      continue;
+    }
+    if (list.empty() || modules[prefix] > modules[list]) list = prefix;
+  }
+  if (list.empty()) {
+    return InvalidFieldError(
+        "graph", absl::StrCat("no list of ", layers,
+                              " modules (call_module targets '<prefix>.0.' to '<prefix>.",
+                              layers - 1, ".', as transformer.layers says) in the graph"));
+  }
+  MeasuredActivations measured;
+  measured.layers.assign(layers, 0);
+  int current = -1;  // -1 the embedding, 0..l-1 a layer, l the head
+  for (int i = 0; i < n; ++i) {
+    const bool in_list = index_of[i] >= 0 && prefix_of[i] == list;
+    if (in_list && current < layers) {
+      current = std::max(current, index_of[i]);
+    } else if (index_of[i] != -1 && !in_list && current == layers - 1) {
+      current = layers;
+    }
+    const double saved =
+        static_cast<double>(problem.chain.items[i].saved_activation_bytes) / batch_size;
+    if (current < 0) {
+      measured.embedding += saved;
+    } else if (current < layers) {
+      measured.layers[current] += saved;
+    } else {
+      measured.head += saved;
+    }
+  }
+  return measured;
 }
 
 }  // namespace partplan

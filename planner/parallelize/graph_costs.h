@@ -53,6 +53,20 @@ absl::StatusOr<TransformerChain> BuildGraphChain(const GraphModel& model,
                                                  std::vector<TrainingDevice>* devices,
                                                  const CancellationToken& token);
 
+// A transformer's graph given with its summary: the saved-activation bytes
+// the exporter measured (each item's, as PlanTraining counts them),
+// attributed to the embedding, each of the `layers` layers and the head,
+// per sequence (the graph holds `batch_size`). The layers are the modules
+// of one list, `<prefix>.<i>.` in call_module targets with i = 0..l-1 (the
+// prefix with the most call_modules among those that have exactly those
+// indices); an item belongs to the layer of the last such module before
+// it (or is one), to the embedding before the first, and to the head from
+// the first other call_module after the last layer's. INVALID_ARGUMENT on
+// `graph` when no such list is found.
+absl::StatusOr<MeasuredActivations> MeasureLayerActivations(const CompactGraph& graph, int layers,
+                                                            int batch_size,
+                                                            const CancellationToken& token);
+
 }  // namespace partplan
 
 #endif  // PARTPLAN_PLANNER_PARALLELIZE_GRAPH_COSTS_H_

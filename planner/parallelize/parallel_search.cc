@@ -437,6 +437,7 @@ std::string CandidateText(const ParallelCandidate& c) {
 // layout fits its devices' memory.
 absl::StatusOr<ParallelConfigResult> PlanCandidate(const ParallelizeProblem& problem,
                                                    const GraphModel* graph,
+                                                   const MeasuredActivations* activations,
                                                    const ParallelCandidate& c, const Layout& layout,
                                                    const std::vector<std::vector<int>>& groups,
                                                    int64_t max_search_nodes,
@@ -450,7 +451,7 @@ absl::StatusOr<ParallelConfigResult> PlanCandidate(const ParallelizeProblem& pro
   if (graph != nullptr) {
     PARTPLAN_ASSIGN_OR_RETURN(chain, BuildGraphChain(*graph, options, c, ranks, &devices, token));
   } else {
-    chain = BuildTransformerChain(m, options, c, ranks);
+    chain = BuildTransformerChain(m, options, c, ranks, activations);
     for (int r = 0; r < c.pipeline; ++r) {
       devices[r].name = absl::StrCat("pipeline rank ", r);
       devices[r].speed = chain.rank_speed[r];
@@ -565,12 +566,20 @@ absl::StatusOr<ParallelSearchResult> SearchParallelConfigs(const ParallelizeProb
                             : static_cast<size_t>(options.max_configurations);
   ParallelSearchResult result;
   Enumeration enumeration;
+  // A graph alone is the model; with a summary, it measures the summary's
+  // activations.
   std::optional<GraphModel> graph_model;
-  if (problem.graph != nullptr) {
+  std::optional<MeasuredActivations> measured;
+  if (problem.graph != nullptr && !problem.has_transformer) {
     PARTPLAN_ASSIGN_OR_RETURN(graph_model,
                               GraphModelOf(*problem.graph, problem.graph_batch_size, token));
+  } else if (problem.graph != nullptr) {
+    PARTPLAN_ASSIGN_OR_RETURN(measured,
+                              MeasureLayerActivations(*problem.graph, problem.model.layers,
+                                                      problem.graph_batch_size, token));
   }
   const GraphModel* graph = graph_model ? &*graph_model : nullptr;
+  const MeasuredActivations* activations = measured ? &*measured : nullptr;
   // The steps of the best `wanted` found so far: the top is the step a
   // configuration must beat to be returned.
   std::priority_queue<double> best_steps;
@@ -621,9 +630,9 @@ absl::StatusOr<ParallelSearchResult> SearchParallelConfigs(const ParallelizeProb
       PARTPLAN_RETURN_IF_ERROR(token.Check());
       ++result.planned;
       const Layout& layout = enumeration.layouts[item.layout];
-      absl::StatusOr<ParallelConfigResult> planned =
-          PlanCandidate(problem, graph, item.candidate, layout, enumeration.GroupsOf(item.layout),
-                        std::min(options.max_search_nodes, kLatticeSearchNodes), token);
+      absl::StatusOr<ParallelConfigResult> planned = PlanCandidate(
+          problem, graph, activations, item.candidate, layout, enumeration.GroupsOf(item.layout),
+          std::min(options.max_search_nodes, kLatticeSearchNodes), token);
       if (!planned.ok()) {
         if (planned.status().code() != absl::StatusCode::kFailedPrecondition) {
           return planned.status();
@@ -659,7 +668,7 @@ absl::StatusOr<ParallelSearchResult> SearchParallelConfigs(const ParallelizeProb
       const ParallelCandidate c = config.candidate;
       const int layout = config.layout;
       absl::StatusOr<ParallelConfigResult> again =
-          PlanCandidate(problem, graph, c, enumeration.layouts[layout],
+          PlanCandidate(problem, graph, activations, c, enumeration.layouts[layout],
                         enumeration.GroupsOf(layout), options.max_search_nodes, token);
       if (!again.ok()) {
         if (again.status().code() == absl::StatusCode::kFailedPrecondition) continue;

@@ -349,15 +349,13 @@ absl::StatusOr<ParallelizeProblem> ParallelizeProblemFromRequest(
     return InvalidFieldError("transformer",
                              "the model to train is required, as `transformer` or as `graph`");
   }
-  if (request.has_transformer() && graph != nullptr) {
-    return InvalidFieldError("graph", "give the model as `transformer` or as `graph`, not both");
-  }
   ParallelizeProblem problem;
-  if (graph != nullptr) {
-    problem.graph = graph;
-    problem.model.layers = 0;
-  } else {
+  problem.graph = graph;
+  problem.has_transformer = request.has_transformer();
+  if (problem.has_transformer) {
     PARTPLAN_ASSIGN_OR_RETURN(problem.model, ModelFrom(request.transformer()));
+  } else {
+    problem.model.layers = 0;
   }
   if (request.options().graph_batch_size() < 0 ||
       (graph == nullptr && request.options().graph_batch_size() != 0)) {

@@ -109,11 +109,14 @@ struct ParallelizeOptions {
 };
 
 struct ParallelizeProblem {
-  // The model: a transformer summary, or (when `graph` is set) a graph of
-  // `graph_batch_size` samples.
+  // The model: a transformer summary, or a graph of `graph_batch_size`
+  // samples, or both.
   TransformerModel model;
   const CompactGraph* graph = nullptr;
   int graph_batch_size = 1;
+  // With both a summary and a graph, the summary is the model and the graph
+  // gives its saved-activation bytes.
+  bool has_transformer = true;
   ParallelizeCluster cluster;
   ParallelizeOptions options;
 };

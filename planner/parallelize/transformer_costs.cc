@@ -199,25 +199,46 @@ double DataParallelSeconds(const ParallelizeOptions& options, const ParallelCand
 
 TransformerChain BuildTransformerChain(const TransformerModel& m, const ParallelizeOptions& options,
                                        const ParallelCandidate& c,
-                                       const std::vector<RankLinks>& links) {
+                                       const std::vector<RankLinks>& links,
+                                       const MeasuredActivations* measured) {
   TransformerChain out;
   const RankLinks& reference = links[0];
   const double b = c.micro_batch_size, t = c.tensor;
   const double sbh = m.sequence * b * m.hidden;
 
   // The embedding saves its dropout mask, a byte an element.
-  AddItem(EmbeddingCosts(m, options, c, reference), sbh / t, 0, m.PositionEmbeddingParameters(),
-          &out);
+  AddItem(EmbeddingCosts(m, options, c, reference),
+          measured != nullptr ? measured->embedding * b / t : sbh / t, 0,
+          m.PositionEmbeddingParameters(), &out);
   const ItemCosts layer = LayerCosts(m, options, c, reference);
   const LayerMemory layer_memory = LayerMemoryOf(m, c);
   const double layer_parameters = LayerDeviceParameters(m, c.tensor);
+  const double scores = 5 * m.heads * m.sequence * m.sequence * b;
+  const double input = kActivationBytes * sbh;
   for (int i = 0; i < m.layers; ++i) {
-    AddItem(layer, layer_memory.saved, layer_memory.transient, layer_parameters, &out);
+    double saved = layer_memory.saved;
+    if (measured != nullptr) {
+      const double all = measured->layers[i] * b;
+      switch (c.recompute) {
+        case LayerRecomputeMode::kNone:
+          saved = all / t;
+          break;
+        case LayerRecomputeMode::kSelective:
+          saved = std::max(all - scores, input) / t;
+          break;
+        case LayerRecomputeMode::kFull:
+          saved = input / t;
+          break;
+      }
+    }
+    AddItem(layer, saved, layer_memory.transient, layer_parameters, &out);
   }
   // The head saves 4 sbh (1 + V/h) / t (Korthikanti et al.); the logits'
   // fp32 gradient is its working set.
-  AddItem(HeadCosts(m, options, c, reference), 4 * sbh * (1 + m.vocabulary / m.hidden) / t,
-          4 * m.sequence * b * m.vocabulary / t, m.FinalNormParameters(), &out);
+  AddItem(
+      HeadCosts(m, options, c, reference),
+      measured != nullptr ? measured->head * b / t : 4 * sbh * (1 + m.vocabulary / m.hidden) / t,
+      4 * m.sequence * b * m.vocabulary / t, m.FinalNormParameters(), &out);
 
   const int n = static_cast<int>(out.chain.items.size());
   const double activation = kActivationBytes * sbh;

@@ -25,6 +25,14 @@
 
 namespace partplan {
 
+// Saved-activation bytes a graph measured, per sequence, at t = 1 and
+// without recompute (graph_costs.h), used in place of the formulas.
+struct MeasuredActivations {
+  double embedding = 0;
+  std::vector<double> layers;  // one per layer
+  double head = 0;
+};
+
 struct ParallelCandidate {
   int tensor = 1;    // t
   int pipeline = 1;  // p
@@ -97,11 +105,15 @@ double DataParallelSeconds(const ParallelizeOptions& options, const ParallelCand
 double ZeroMicroBatchSeconds(const ParallelizeOptions& options, const ParallelCandidate& candidate,
                              double parameters, double rate);
 
-// The chain of `candidate` (costs on links[0]); links has p entries.
+// The chain of `candidate` (costs on links[0]); links has p entries. With
+// `measured` (else null), a layer keeps its measured bytes x b / t (less the
+// scores' 5 a s^2 b / t, down to its input's 2 s b h / t, with selective
+// recompute; its input with full), the embedding and the head theirs x b / t.
 TransformerChain BuildTransformerChain(const TransformerModel& model,
                                        const ParallelizeOptions& options,
                                        const ParallelCandidate& candidate,
-                                       const std::vector<RankLinks>& links);
+                                       const std::vector<RankLinks>& links,
+                                       const MeasuredActivations* measured = nullptr);
 
 }  // namespace partplan
 

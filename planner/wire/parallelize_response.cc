@@ -26,7 +26,7 @@ void WriteStages(const ParallelizeProblem& problem, const ParallelConfigResult& 
       for (const ClusterDevice& device : group) names.push_back(ParallelizeCluster::Name(device));
       stage->add_tensor_parallel_groups(absl::StrJoin(names, ","));
     }
-    if (problem.graph != nullptr) {
+    if (!problem.has_transformer) {  // a graph model: its nodes name the stage
       stage->set_first_layer(-1);
       stage->set_last_layer(-1);
       stage->set_first_node(std::string(problem.graph->name(result.item_nodes[cuts[k]])));

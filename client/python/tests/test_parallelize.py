@@ -50,6 +50,11 @@ def example_request() -> pb.ParallelizeRequest:
     return partplan.load_message(EXAMPLE, pb.ParallelizeRequest)
 
 
+def training_graph() -> pb.Graph:
+    path = os.path.join(os.path.dirname(EXAMPLE), "plan_training.json")
+    return partplan.load_message(path, pb.PlanTrainingRequest).graph
+
+
 # ---------------------------------------------------------------------------
 # The documented formulas, written out again here (not read from the server).
 # ---------------------------------------------------------------------------
@@ -288,7 +293,9 @@ class ParallelizeTest(unittest.TestCase):
             ("cluster.host_groups[0].inter_host_bytes_per_second",
              lambda r: setattr(r.cluster.host_groups[0], "inter_host_bytes_per_second", 0)),
             ("options.compute_efficiency", lambda r: setattr(r.options, "compute_efficiency", 1.5)),
-            ("graph", lambda r: r.graph.nodes.add(name="x")),
+            # A graph beside the summary must hold its 40 layers as a numbered
+            # module list; the example MLP's modules are fc1..fc8.
+            ("graph", lambda r: r.graph.CopyFrom(training_graph())),
         ]
         for field, spoil in cases:
             with self.subTest(field=field):

@@ -18,6 +18,7 @@
 #include "planner/parallelize/config_comparison.h"
 #include "planner/parallelize/parallelize_problem.h"
 #include "tests/planner/parallelize/megatron_runs.h"
+#include "tests/planner/test_graphs.h"
 
 namespace partplan {
 namespace {
@@ -403,6 +404,55 @@ TEST(Parallelize, ExpertsMultiplyWeightsAndTheirTokensFlops) {
   // scores) doubles: more than 1.3x the step, less than 2x.
   EXPECT_GT(moe.step_seconds(), 1.3 * dense.step_seconds());
   EXPECT_LT(moe.step_seconds(), 2 * dense.step_seconds());
+}
+
+// A transformer's graph with its summary: the graph's measured saved bytes
+// replace the formulas. Two layers "h.0" and "h.1", an embedding and a head
+// around them; on one device (p = 1, one micro-batch in flight) the
+// activations held are every item's saved bytes, for a micro-batch of the
+// graph's 4 sequences.
+TEST(Parallelize, AGraphWithTheSummaryMeasuresActivations) {
+  TestGraph graph;
+  graph.Placeholder("x", 64);
+  int64_t total_saved = 0;
+  std::string previous = "x";
+  auto module = [&](const std::string& name, const std::string& target, int64_t saved) {
+    graph.Module(name, {previous}, 1000, 100);
+    graph.last()->set_target(target);
+    graph.last()->mutable_training()->set_saved_activation_bytes(saved);
+    total_saved += saved;
+    previous = name;
+  };
+  module("wte", "wte", 1000);
+  module("h_0_attn", "h.0.attn", 70000);
+  module("h_0_mlp", "h.0.mlp", 50000);
+  graph.Op("add_0", {previous}, 100, 100);
+  graph.last()->mutable_training()->set_saved_activation_bytes(0);
+  previous = "add_0";
+  module("h_1_attn", "h.1.attn", 71000);
+  module("h_1_mlp", "h.1.mlp", 52000);
+  module("ln_f", "ln_f", 3000);
+  module("lm_head", "lm_head", 9000);
+  graph.Output({previous});
+
+  v1::ParallelizeRequest request = SmallRequest();
+  request.mutable_transformer()->set_layers(2);
+  *request.mutable_graph() = graph.Build();
+  v1::ParallelizeOptions* options = request.mutable_options();
+  options->set_graph_batch_size(4);
+  options->set_tensor_parallel(1);
+  options->set_pipeline_parallel(1);
+  options->set_data_parallel(1);
+  options->set_micro_batch_size(4);
+  options->add_recompute(v1::LAYER_RECOMPUTE_NONE);
+  const absl::StatusOr<v1::ParallelizeResponse> response =
+      Parallelize(request, InputLimits(), CancellationToken());
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->configurations(0).memory().activations(), total_saved);
+
+  // Without the list the summary names, the graph says which field is wrong.
+  request.mutable_transformer()->set_layers(3);
+  ExpectInvalid(request, "graph");
 }
 
 }  // namespace
