@@ -69,15 +69,12 @@ absl::StatusOr<TrainingProblem> ProblemOn(const GraphModel& model,
   return TrainingProblemFromRequest(*model.graph, devices, config, token);
 }
 
-}  // namespace
-
-absl::StatusOr<GraphModel> GraphModelOf(const CompactGraph& graph, int batch_size,
-                                        const CancellationToken& token) {
-  GraphModel model;
-  model.graph = &graph;
-  model.batch_size = batch_size;
+// The graph on one device of speed 1 and no memory bound: its items' work
+// in the graph's own unit, and their saved bytes.
+absl::StatusOr<TrainingProblem> OneDeviceProblem(const GraphModel& model,
+                                                 const CancellationToken& token) {
   ParallelCandidate one;
-  one.micro_batch_size = batch_size;
+  one.micro_batch_size = model.batch_size;
   RankLinks links;
   links.peak_flops = 1;
   links.memory_bytes = std::numeric_limits<double>::infinity();
@@ -85,8 +82,17 @@ absl::StatusOr<GraphModel> GraphModelOf(const CompactGraph& graph, int batch_siz
       std::numeric_limits<double>::infinity();
   ParallelizeOptions options;
   options.compute_efficiency = 1;
-  PARTPLAN_ASSIGN_OR_RETURN(const TrainingProblem problem,
-                            ProblemOn(model, options, one, {links}, token));
+  return ProblemOn(model, options, one, {links}, token);
+}
+
+}  // namespace
+
+absl::StatusOr<GraphModel> GraphModelOf(const CompactGraph& graph, int batch_size,
+                                        const CancellationToken& token) {
+  GraphModel model;
+  model.graph = &graph;
+  model.batch_size = batch_size;
+  PARTPLAN_ASSIGN_OR_RETURN(const TrainingProblem problem, OneDeviceProblem(model, token));
   model.items = static_cast<int>(problem.chain.items.size());
   model.in_seconds = problem.in_seconds;
   for (const TrainingItem& item : problem.chain.items) {
@@ -157,17 +163,7 @@ absl::StatusOr<MeasuredActivations> MeasureLayerActivations(const CompactGraph& 
   GraphModel model;
   model.graph = &graph;
   model.batch_size = batch_size;
-  ParallelCandidate one;
-  one.micro_batch_size = batch_size;
-  RankLinks links;
-  links.peak_flops = 1;
-  links.memory_bytes = std::numeric_limits<double>::infinity();
-  links.tensor_bytes_per_second = links.data_bytes_per_second = links.next_bytes_per_second =
-      std::numeric_limits<double>::infinity();
-  ParallelizeOptions options;
-  options.compute_efficiency = 1;
-  PARTPLAN_ASSIGN_OR_RETURN(const TrainingProblem problem,
-                            ProblemOn(model, options, one, {links}, token));
+  PARTPLAN_ASSIGN_OR_RETURN(const TrainingProblem problem, OneDeviceProblem(model, token));
   const int n = static_cast<int>(problem.chain.items.size());
   // Each item's layer, if it is a module of a numbered list.
   NodeReader reader(graph);

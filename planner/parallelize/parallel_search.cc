@@ -171,15 +171,21 @@ bool BoundedBefore(const Bounded& a, const Bounded& b) {
 
 // The least step any plan of `c` can take (parallel_search.h), or -1 when
 // its model states alone overflow the memory of every rank.
-double GraphLowerBound(const GraphModel& graph, const ParallelizeOptions& options,
-                       const ParallelCandidate& c, const Layout& layout) {
+// The training planner's memory options of configuration `c`.
+TrainingMemoryOptions MemoryOptionsOf(const ParallelizeOptions& options,
+                                      const ParallelCandidate& c) {
   TrainingMemoryOptions memory;
   memory.weight_bytes = options.state_bytes.weights;
   memory.gradient_bytes = options.state_bytes.gradients;
   memory.optimizer_bytes = options.state_bytes.optimizer;
   memory.data_parallel = c.data;
   memory.zero = c.zero;
-  const ModelStateBytes per_parameter = memory.BytesPerParameter();
+  return memory;
+}
+
+double GraphLowerBound(const GraphModel& graph, const ParallelizeOptions& options,
+                       const ParallelCandidate& c, const Layout& layout) {
+  const ModelStateBytes per_parameter = MemoryOptionsOf(options, c).BytesPerParameter();
   // The fullest rank holds at least the average share of the states.
   if (graph.parameters / c.pipeline *
           (per_parameter.weights + per_parameter.gradients + per_parameter.optimizer) >
@@ -211,13 +217,7 @@ double LowerBound(const ParallelizeProblem& problem, const GraphModel* graph,
   const ParallelizeOptions& options = problem.options;
   const int most_layers = (m.layers + c.pipeline - 1) / c.pipeline;
   const double most_parameters = most_layers * LayerDeviceParameters(m, c.tensor);
-  TrainingMemoryOptions memory;
-  memory.weight_bytes = options.state_bytes.weights;
-  memory.gradient_bytes = options.state_bytes.gradients;
-  memory.optimizer_bytes = options.state_bytes.optimizer;
-  memory.data_parallel = c.data;
-  memory.zero = c.zero;
-  const ModelStateBytes per_parameter = memory.BytesPerParameter();
+  const ModelStateBytes per_parameter = MemoryOptionsOf(options, c).BytesPerParameter();
   const double states =
       most_parameters * (per_parameter.weights + per_parameter.gradients + per_parameter.optimizer);
   if (states > layout.most_memory) return -1;
@@ -464,11 +464,7 @@ absl::StatusOr<ParallelConfigResult> PlanCandidate(const ParallelizeProblem& pro
   search.schedule.devices = c.pipeline;
   search.schedule.micro_batches = c.micro_batches;
   search.schedule.chunks_per_device = c.chunks;
-  search.memory.weight_bytes = options.state_bytes.weights;
-  search.memory.gradient_bytes = options.state_bytes.gradients;
-  search.memory.optimizer_bytes = options.state_bytes.optimizer;
-  search.memory.data_parallel = c.data;
-  search.memory.zero = c.zero;
+  search.memory = MemoryOptionsOf(options, c);
   search.recompute = graph != nullptr ? RecomputeChoice::kAuto : RecomputeChoice::kNever;
   search.max_search_nodes = max_search_nodes;
   search.explain_no_plan = false;

@@ -1,5 +1,6 @@
 #include "planner/parallelize/parallelize_problem.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <set>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "planner/base/status_util.h"
+#include "planner/training/training_chain.h"
 
 namespace partplan {
 namespace {
@@ -160,60 +162,26 @@ absl::StatusOr<double> BytesPerParameter(absl::string_view field, bool given, do
 
 template <typename Domain, typename Kind>
 absl::Status ChoicesFrom(absl::string_view field, const google::protobuf::RepeatedField<int>& given,
-                         const std::vector<Domain>& all, absl::StatusOr<Domain> (*of)(Kind),
+                         const std::vector<Domain>& all,
+                         absl::StatusOr<Domain> (*of)(Kind, absl::string_view),
                          std::vector<Domain>* out) {
   if (given.empty()) {
     *out = all;
     return absl::OkStatus();
   }
   for (int i = 0; i < given.size(); ++i) {
-    absl::StatusOr<Domain> choice = of(static_cast<Kind>(given[i]));
-    if (!choice.ok()) {
-      return InvalidFieldError(absl::StrCat(field, "[", i, "]"),
-                               absl::StrCat("unknown value ", given[i]));
+    const std::string at = absl::StrCat(field, "[", i, "]");
+    PARTPLAN_ASSIGN_OR_RETURN(const Domain choice, of(static_cast<Kind>(given[i]), at));
+    if (std::find(out->begin(), out->end(), choice) != out->end()) {
+      return InvalidFieldError(at, "listed twice");
     }
-    for (const Domain& seen : *out) {
-      if (seen == *choice) {
-        return InvalidFieldError(absl::StrCat(field, "[", i, "]"), "listed twice");
-      }
-    }
-    out->push_back(*choice);
+    out->push_back(choice);
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<PipelineSchedule> ScheduleFrom(v1::PipelineScheduleKind kind) {
-  switch (kind) {
-    case v1::PIPELINE_SCHEDULE_UNSPECIFIED:
-    case v1::ONE_F_ONE_B:
-      return PipelineSchedule::k1F1B;
-    case v1::GPIPE:
-      return PipelineSchedule::kGpipe;
-    case v1::INTERLEAVED_1F1B:
-      return PipelineSchedule::kInterleaved1F1B;
-    case v1::ZERO_BUBBLE_H1:
-      return PipelineSchedule::kZeroBubbleH1;
-    default:
-      return absl::InvalidArgumentError("unknown schedule");
-  }
-}
-
-absl::StatusOr<ZeroStage> ZeroFrom(v1::ZeroStageKind kind) {
-  switch (kind) {
-    case v1::ZERO_NONE:
-      return ZeroStage::kNone;
-    case v1::ZERO_OPTIMIZER:
-      return ZeroStage::kOptimizer;
-    case v1::ZERO_GRADIENTS:
-      return ZeroStage::kGradients;
-    case v1::ZERO_PARAMETERS:
-      return ZeroStage::kParameters;
-    default:
-      return absl::InvalidArgumentError("unknown ZeRO stage");
-  }
-}
-
-absl::StatusOr<LayerRecomputeMode> RecomputeFrom(v1::LayerRecompute kind) {
+absl::StatusOr<LayerRecomputeMode> LayerRecomputeModeOf(v1::LayerRecompute kind,
+                                                        absl::string_view field) {
   switch (kind) {
     case v1::LAYER_RECOMPUTE_NONE:
       return LayerRecomputeMode::kNone;
@@ -222,7 +190,7 @@ absl::StatusOr<LayerRecomputeMode> RecomputeFrom(v1::LayerRecompute kind) {
     case v1::LAYER_RECOMPUTE_FULL:
       return LayerRecomputeMode::kFull;
     default:
-      return absl::InvalidArgumentError("unknown recompute");
+      return InvalidFieldError(field, absl::StrCat("unknown LayerRecompute ", kind));
   }
 }
 
@@ -263,7 +231,7 @@ absl::StatusOr<ParallelizeOptions> OptionsFrom(const v1::ParallelizeOptions& giv
       "options.schedules", given.schedules(),
       {PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved1F1B, PipelineSchedule::kGpipe,
        PipelineSchedule::kZeroBubbleH1},
-      &ScheduleFrom, &options.schedules)));
+      &PipelineScheduleOf, &options.schedules)));
   if (given.max_chunks_per_device() < 0 || given.max_chunks_per_device() > 64) {
     return InvalidFieldError("options.max_chunks_per_device",
                              absl::StrCat("from 0 to 64, got ", given.max_chunks_per_device()));
@@ -274,11 +242,11 @@ absl::StatusOr<ParallelizeOptions> OptionsFrom(const v1::ParallelizeOptions& giv
   PARTPLAN_RETURN_IF_ERROR((ChoicesFrom<ZeroStage, v1::ZeroStageKind>(
       "options.zero_stages", given.zero_stages(),
       {ZeroStage::kNone, ZeroStage::kOptimizer, ZeroStage::kGradients, ZeroStage::kParameters},
-      &ZeroFrom, &options.zero_stages)));
+      &ZeroStageOf, &options.zero_stages)));
   PARTPLAN_RETURN_IF_ERROR((ChoicesFrom<LayerRecomputeMode, v1::LayerRecompute>(
       "options.recompute", given.recompute(),
       {LayerRecomputeMode::kNone, LayerRecomputeMode::kSelective, LayerRecomputeMode::kFull},
-      &RecomputeFrom, &options.recompute)));
+      &LayerRecomputeModeOf, &options.recompute)));
   if (given.max_configurations() < 0 ||
       given.max_configurations() > kMaxParallelizeConfigurations) {
     return InvalidFieldError("options.max_configurations",

@@ -31,7 +31,10 @@ absl::StatusOr<double> BytesPerParameter(absl::string_view field, bool has, doub
   return value;
 }
 
-absl::StatusOr<PipelineSchedule> ScheduleOf(v1::PipelineScheduleKind kind) {
+}  // namespace
+
+absl::StatusOr<PipelineSchedule> PipelineScheduleOf(v1::PipelineScheduleKind kind,
+                                                    absl::string_view field) {
   switch (kind) {
     case v1::PIPELINE_SCHEDULE_UNSPECIFIED:
     case v1::ONE_F_ONE_B:
@@ -43,12 +46,11 @@ absl::StatusOr<PipelineSchedule> ScheduleOf(v1::PipelineScheduleKind kind) {
     case v1::ZERO_BUBBLE_H1:
       return PipelineSchedule::kZeroBubbleH1;
     default:
-      return InvalidFieldError("config.schedule",
-                               absl::StrCat("unknown PipelineScheduleKind ", kind));
+      return InvalidFieldError(field, absl::StrCat("unknown PipelineScheduleKind ", kind));
   }
 }
 
-absl::StatusOr<ZeroStage> ZeroOf(v1::ZeroStageKind kind) {
+absl::StatusOr<ZeroStage> ZeroStageOf(v1::ZeroStageKind kind, absl::string_view field) {
   switch (kind) {
     case v1::ZERO_NONE:
       return ZeroStage::kNone;
@@ -59,9 +61,11 @@ absl::StatusOr<ZeroStage> ZeroOf(v1::ZeroStageKind kind) {
     case v1::ZERO_PARAMETERS:
       return ZeroStage::kParameters;
     default:
-      return InvalidFieldError("config.zero", absl::StrCat("unknown ZeroStageKind ", kind));
+      return InvalidFieldError(field, absl::StrCat("unknown ZeroStageKind ", kind));
   }
 }
+
+namespace {
 
 absl::StatusOr<RecomputeChoice> RecomputeOf(v1::RecomputePolicy policy) {
   switch (policy) {
@@ -102,7 +106,8 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromConfig(const v1::TrainingConf
   }
   TrainingOptions options;
   StageSearchOptions& search = options.search;
-  PARTPLAN_ASSIGN_OR_RETURN(search.schedule.schedule, ScheduleOf(config.schedule()));
+  PARTPLAN_ASSIGN_OR_RETURN(search.schedule.schedule,
+                            PipelineScheduleOf(config.schedule(), "config.schedule"));
   search.schedule.devices = devices;
   if (config.micro_batches() < 1) {
     return InvalidFieldError("config.micro_batches",
@@ -173,7 +178,7 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromConfig(const v1::TrainingConf
                                               defaults.optimizer_bytes));
   PARTPLAN_RETURN_IF_ERROR(NotNegative("data_parallel", config.data_parallel()));
   memory.data_parallel = std::max(config.data_parallel(), 1);
-  PARTPLAN_ASSIGN_OR_RETURN(memory.zero, ZeroOf(config.zero()));
+  PARTPLAN_ASSIGN_OR_RETURN(memory.zero, ZeroStageOf(config.zero(), "config.zero"));
   memory.activations_until_weight =
       config.has_activations_until_weight() ? config.activations_until_weight() : true;
   PARTPLAN_RETURN_IF_ERROR(WithFieldPrefix(memory.CheckAndSetup(), "memory.", "config."));

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/repeated_ptr_field.h"
 #include "partplan/v1/training.pb.h"
 #include "planner/base/cancellation.h"
@@ -94,6 +95,12 @@ struct TrainingOptions {
   StageSearchOptions search;
   int micro_batch_size = 1;  // samples per micro-batch
 };
+
+// The domain's schedule and ZeRO stage of the wire's kinds (UNSPECIFIED:
+// 1F1B); INVALID_ARGUMENT naming `field` for a value the enum lacks.
+absl::StatusOr<PipelineSchedule> PipelineScheduleOf(v1::PipelineScheduleKind kind,
+                                                    absl::string_view field);
+absl::StatusOr<ZeroStage> ZeroStageOf(v1::ZeroStageKind kind, absl::string_view field);
 
 // The config's options for a pipeline of `devices` devices. Defaults as the
 // proto says: 1F1B, 1 chunk, micro-batch size 1, data-parallel degree 1,
