@@ -169,8 +169,6 @@ bool BoundedBefore(const Bounded& a, const Bounded& b) {
   return std::tie(a.bound, a.serial) < std::tie(b.bound, b.serial);
 }
 
-// The least step any plan of `c` can take (parallel_search.h), or -1 when
-// its model states alone overflow the memory of every rank.
 // The training planner's memory options of configuration `c`.
 TrainingMemoryOptions MemoryOptionsOf(const ParallelizeOptions& options,
                                       const ParallelCandidate& c) {
@@ -183,6 +181,40 @@ TrainingMemoryOptions MemoryOptionsOf(const ParallelizeOptions& options,
   return memory;
 }
 
+// Whether no layout of `c` can fit its ranks' memory, by a bound cheaper
+// than planning: at its first backward, rank r holds n_r micro-batches of
+// every layer it has (1F1B and ZB-H1: min(p - r, B) from their warm-up;
+// GPipe: B; interleaved: at least one of each chunk). A rank of x_r layers
+// then needs x_r (s + n_r a) bytes, s a layer's model states and a the
+// least a layer saves; spreading the l layers over the ranks as evenly as
+// that allows leaves the fullest needing at least l / sum_r 1/(s + n_r a).
+bool ActivationsCannotFit(const ParallelizeProblem& problem, const MeasuredActivations* measured,
+                          const ParallelCandidate& c, const Layout& layout) {
+  const TransformerModel& m = problem.model;
+  const ModelStateBytes per_parameter = MemoryOptionsOf(problem.options, c).BytesPerParameter();
+  const double states = LayerDeviceParameters(m, c.tensor) *
+                        (per_parameter.weights + per_parameter.gradients + per_parameter.optimizer);
+  double saved = LayerSavedBytes(m, c, measured, 0);
+  if (measured != nullptr) {
+    for (int i = 1; i < m.layers; ++i) saved = std::min(saved, LayerSavedBytes(m, c, measured, i));
+  }
+  double inverse_sum = 0;
+  for (int r = 0; r < c.pipeline; ++r) {
+    int held = 1;
+    if (c.schedule == PipelineSchedule::kGpipe) {
+      held = c.micro_batches;
+    } else if (c.chunks == 1) {
+      held = std::min(c.pipeline - r, c.micro_batches);
+    }
+    const double need = states + held * saved;
+    if (need <= 0) return false;
+    inverse_sum += 1 / need;
+  }
+  return m.layers / inverse_sum > layout.most_memory;
+}
+
+// The least step any plan of `c` can take (parallel_search.h), or -1 when
+// its model states alone overflow the memory of every rank.
 double GraphLowerBound(const GraphModel& graph, const ParallelizeOptions& options,
                        const ParallelCandidate& c, const Layout& layout) {
   const ModelStateBytes per_parameter = MemoryOptionsOf(options, c).BytesPerParameter();
@@ -468,6 +500,7 @@ absl::StatusOr<ParallelConfigResult> PlanCandidate(const ParallelizeProblem& pro
   search.recompute = graph != nullptr ? RecomputeChoice::kAuto : RecomputeChoice::kNever;
   search.max_search_nodes = max_search_nodes;
   search.explain_no_plan = false;
+  search.improve_first_plan = max_search_nodes > kLatticeSearchNodes;
   PARTPLAN_ASSIGN_OR_RETURN(TrainingStagePlan plan,
                             PlanTrainingStages(search, chain.chain, devices, token));
 
@@ -624,6 +657,11 @@ absl::StatusOr<ParallelSearchResult> SearchParallelConfigs(const ParallelizeProb
         break;
       }
       PARTPLAN_RETURN_IF_ERROR(token.Check());
+      if (graph == nullptr && ActivationsCannotFit(problem, activations, item.candidate,
+                                                   enumeration.layouts[item.layout])) {
+        ++result.pruned_by_memory;
+        continue;
+      }
       ++result.planned;
       const Layout& layout = enumeration.layouts[item.layout];
       absl::StatusOr<ParallelConfigResult> planned = PlanCandidate(

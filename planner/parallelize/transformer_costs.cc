@@ -197,6 +197,24 @@ double DataParallelSeconds(const ParallelizeOptions& options, const ParallelCand
   return 0;
 }
 
+double LayerSavedBytes(const TransformerModel& m, const ParallelCandidate& c,
+                       const MeasuredActivations* measured, int layer) {
+  if (measured == nullptr) return LayerMemoryOf(m, c).saved;
+  const double b = c.micro_batch_size, t = c.tensor;
+  const double all = measured->layers[layer] * b;
+  const double scores = 5 * m.heads * m.sequence * m.sequence * b;
+  const double input = kActivationBytes * m.sequence * b * m.hidden;
+  switch (c.recompute) {
+    case LayerRecomputeMode::kNone:
+      return all / t;
+    case LayerRecomputeMode::kSelective:
+      return std::max(all - scores, input) / t;
+    case LayerRecomputeMode::kFull:
+      return input / t;
+  }
+  return all / t;
+}
+
 TransformerChain BuildTransformerChain(const TransformerModel& m, const ParallelizeOptions& options,
                                        const ParallelCandidate& c,
                                        const std::vector<RankLinks>& links,
@@ -213,25 +231,9 @@ TransformerChain BuildTransformerChain(const TransformerModel& m, const Parallel
   const ItemCosts layer = LayerCosts(m, options, c, reference);
   const LayerMemory layer_memory = LayerMemoryOf(m, c);
   const double layer_parameters = LayerDeviceParameters(m, c.tensor);
-  const double scores = 5 * m.heads * m.sequence * m.sequence * b;
-  const double input = kActivationBytes * sbh;
   for (int i = 0; i < m.layers; ++i) {
-    double saved = layer_memory.saved;
-    if (measured != nullptr) {
-      const double all = measured->layers[i] * b;
-      switch (c.recompute) {
-        case LayerRecomputeMode::kNone:
-          saved = all / t;
-          break;
-        case LayerRecomputeMode::kSelective:
-          saved = std::max(all - scores, input) / t;
-          break;
-        case LayerRecomputeMode::kFull:
-          saved = input / t;
-          break;
-      }
-    }
-    AddItem(layer, saved, layer_memory.transient, layer_parameters, &out);
+    AddItem(layer, LayerSavedBytes(m, c, measured, i), layer_memory.transient, layer_parameters,
+            &out);
   }
   // The head saves 4 sbh (1 + V/h) / t (Korthikanti et al.); the logits'
   // fp32 gradient is its working set.

@@ -105,6 +105,11 @@ double DataParallelSeconds(const ParallelizeOptions& options, const ParallelCand
 double ZeroMicroBatchSeconds(const ParallelizeOptions& options, const ParallelCandidate& candidate,
                              double parameters, double rate);
 
+// The bytes layer `layer` saves on one device per micro-batch, as the chain
+// gives it (measured, when `measured` is not null, else by the formulas).
+double LayerSavedBytes(const TransformerModel& model, const ParallelCandidate& candidate,
+                       const MeasuredActivations* measured, int layer);
+
 // The chain of `candidate` (costs on links[0]); links has p entries. With
 // `measured` (else null), a layer keeps its measured bytes x b / t (less the
 // scores' 5 a s^2 b / t, down to its input's 2 s b h / t, with selective

@@ -732,7 +732,7 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
         const bool fits, FitsWithAllowance(options, table, devices, 0, token, &cuts, &recompute));
     if (fits) PARTPLAN_RETURN_IF_ERROR(search.Offer(cuts, recompute));
   }
-  if (std::isfinite(search.best().step)) {
+  if (std::isfinite(search.best().step) && options.improve_first_plan) {
     PARTPLAN_RETURN_IF_ERROR(ImproveByMoves(table, token, &search));
   }
   if (options.max_search_nodes > 0) PARTPLAN_RETURN_IF_ERROR(search.Run());

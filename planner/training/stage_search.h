@@ -132,6 +132,10 @@ struct StageSearchOptions {
   // reachability passes); a caller that tries many problems and only needs
   // to know which fit turns it off.
   bool explain_no_plan = true;
+  // Whether the first plan is improved by moving single cuts before the
+  // search (a simulation per move tried); a caller ranking many problems
+  // by their first plans turns it off.
+  bool improve_first_plan = true;
 
   // INVALID_ARGUMENT naming the field unless the schedule and memory options
   // pass their checks, max_search_nodes >= 0, `chain` has at least P * v

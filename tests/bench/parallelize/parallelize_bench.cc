@@ -52,6 +52,11 @@ void BM_ParallelizeGpt3(benchmark::State& state) {
 BENCHMARK(BM_ParallelizeGpt3)
     ->Args({1024, 1536})
     ->Args({4096, 1536})
+    ->Args({1024, 512})
+    ->Args({1024, 2048})
+    ->Args({1024, 3072})
+    ->Args({1024, 4096})
+    ->Args({4096, 4096})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
 
