@@ -695,7 +695,8 @@ absl::StatusOr<ParallelSearchResult> SearchParallelConfigs(const ParallelizeProb
   std::sort(result.configs.begin(), result.configs.end(), ResultBefore);
   if (result.configs.size() > wanted) result.configs.resize(wanted);
   // The configurations returned, planned again with the request's search
-  // bound: a step can only fall, so none left out overtakes them.
+  // bound and first-plan moves (a step only falls) and ranked again; those
+  // left out stay compared by their first plans.
   if (options.max_search_nodes > kLatticeSearchNodes) {
     for (ParallelConfigResult& config : result.configs) {
       if (config.plan.proven_optimal) continue;

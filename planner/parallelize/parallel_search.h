@@ -19,20 +19,24 @@
 // fit the items and p divides the micro-batches; every ZeRO stage asked for
 // (one when d = 1); every recompute asked for.
 //
-// Exact over that lattice, best first. Each configuration gets a lower bound
-// on its step from totals alone: the busiest device works at least the
-// micro-batches' work over the ranks' total speed; the rank holding
-// ceil(l / p) layers works them and then exchanges their gradients; and,
-// for schedules whose every device's last op is followed by its micro-batch's
-// backward through the stages before it (GPipe, 1F1B) or whose first op
-// waits for the forwards before it (ZB-H1), the least over every real-valued
-// split of the work of max_k(phi S_k + B w_k), which is phi W / (1 - (1 -
-// phi/B)^p). Configurations whose model states alone overflow the largest
-// memory on the rank holding ceil(l / p) layers are dropped. The rest are
-// planned in order of their bound until the bound reaches the step of the
-// last configuration to return; those left are no faster. Each plan is the
-// training planner's, exact when it says proven_optimal, else within its
-// search bound (max_search_nodes).
+// Best first, by bounds. Each configuration gets a lower bound on its step
+// from totals alone: the busiest device works at least the micro-batches'
+// work over the ranks' total speed; the rank holding ceil(l / p) layers
+// works them and then exchanges their gradients; for schedules whose every
+// device's last op is followed by its micro-batch's backward through the
+// stages before it (GPipe, 1F1B) or whose first op waits for the forwards
+// before it (ZB-H1), the least over every real-valued split of the work of
+// max_k(phi S_k + B w_k), which is phi W / (1 - (1 - phi/B)^p); for
+// interleaved 1F1B, a layer's work on each first-chunk stage before a
+// device. Configurations whose model states alone overflow the largest
+// memory on the rank holding ceil(l / p) layers are dropped, and so, before
+// planning, are those whose states and activations in flight cannot fit
+// (ActivationsCannotFit). The rest are planned in order of their bound
+// until the bound passes the step of the last configuration to return; the
+// rest cannot beat it. Plans while ranking are the training planner's first
+// plans searched within kLatticeSearchNodes; the configurations returned are
+// planned again within max_search_nodes, and say whether the layout is
+// proven optimal.
 //
 // Cost: the lattice is enumerated in passes of at most kCandidatesPerPass
 // configurations held at once (O(1) each), so memory stays bounded; each
