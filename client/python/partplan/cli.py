@@ -513,9 +513,75 @@ def cmd_call(args) -> int:
             with open(path, "rb") as f:
                 return f.read()
     with _client(args) as client:
-        response = client.call(args.method, send)
+        if send is not request and args.output == "json":
+            # JSON written from the response's bytes, not parsed (see
+            # json_writer), unless they hold what it does not convert.
+            response = client.call(args.method, _raw_response(client, args.method, send))
+            if _write_response_bytes(response, RPCS[args.method][2]):
+                return 0
+            response = _parse_response(response, RPCS[args.method][2])
+        else:
+            response = client.call(args.method, send)
     _print_response(response, args.output, request)
     return 0
+
+
+def _raw_response(client, method: str, send):
+    """`send`, after making the client's RPC for a request function (its
+    streaming one) return the response's bytes instead of parsing them."""
+    from . import messages as pb
+
+    service = pb.planner_service_pb2.DESCRIPTOR.services_by_name["PartitionPlanner"]
+    client._bytes_rpcs[(method, True)] = client.channel.stream_unary(
+        f"/{service.full_name}/{method}", request_serializer=None, response_deserializer=None)
+    return send
+
+
+def _parse_response(data: bytes, response_class):
+    import grpc
+    from google.protobuf.message import DecodeError
+
+    from .errors import PartplanError
+
+    try:
+        return response_class.FromString(data)
+    except DecodeError as e:
+        raise PartplanError(grpc.StatusCode.INTERNAL,
+                            f"the response is no {response_class.DESCRIPTOR.full_name}: {e}") from None
+
+
+def _write_response_bytes(data: bytes, response_class) -> bool:
+    """Writes MessageToJson(indent=1)'s text of the response serialised as
+    `data` and a newline to stdout; False (nothing written) if json_writer
+    does not convert it."""
+    from .json_writer import Unsupported, message_json
+
+    try:
+        pieces = message_json(data, response_class.DESCRIPTOR)
+    except Unsupported:
+        return False
+    # Large pieces on their own (as bytes, to the binary stream when there is
+    # one), small ones together.
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is not None:
+        sys.stdout.flush()
+    small: List[str] = []
+    for piece in pieces:
+        if len(piece) >= 1 << 16:
+            sys.stdout.write("".join(small))
+            small.clear()
+            if buffer is not None:
+                sys.stdout.flush()
+                buffer.write(piece.encode("ascii"))
+            else:
+                sys.stdout.write(piece)
+        else:
+            small.append(piece)
+            if len(small) >= 4096:
+                sys.stdout.write("".join(small))
+                small.clear()
+    sys.stdout.write("".join(small))
+    return True
 
 
 def cmd_parallelize(args) -> int:

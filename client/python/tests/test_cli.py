@@ -19,6 +19,15 @@ import partplan
 from partplan import cli
 from partplan import messages as pb
 
+def json_writer_varint(value):
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 MODEL_FILE = textwrap.dedent("""
     import torch
     import torch.nn as nn
@@ -351,9 +360,11 @@ class CliTest(unittest.TestCase):
             self.assertEqual(json.loads(out), {"nodeCount": 1})
             self.assertEqual(len(server.planner.calls), 3)
 
-    def test_json_output_is_json_format(self):
-        # The JSON written as it goes is MessageToJson's text, to the byte,
-        # whichever parts of a message are written whole.
+    def example_responses(self):
+        """A response to every example request (and by index where a plan
+        can be), and made-up ones: strings to escape, 0 and negative
+        partitions, int64 sizes, doubles, enums, an empty message in a long
+        list."""
         examples = os.path.join(support.REPO, "client", "examples")
         client = partplan.Client(self.server.target, timeout=60)
         self.addCleanup(client.close)
@@ -367,8 +378,6 @@ class CliTest(unittest.TestCase):
             if "graph" in request and method in ("PartitionGraph", "Plan", "ShardGraph"):
                 request["nodeReferences"] = "NODE_REFERENCES_INDICES"
                 responses.append(client.call(method, request))
-        # Strings to escape, 0 and negative partitions, int64 sizes, doubles,
-        # enums, an empty message in a long list.
         plan = pb.PartitionGraphResponse()
         for i in range(1000):
             plan.plan.assignments.add(node=f"n\u00e9\"{i}\\\n", partition=i % 3 - 1)
@@ -379,6 +388,25 @@ class CliTest(unittest.TestCase):
         plan.plan.partition_by_node_index.extend(range(-1, 700))
         responses.append(plan)
         responses.append(pb.PartitionGraphResponse())
+        # As the server writes a large plan: names that need no escaping,
+        # partitions 0 (left out) to 11 (a byte like the tag), names of the
+        # tag's length, node indices.
+        plan = pb.PartitionGraphResponse()
+        for i in range(5000):
+            plan.plan.assignments.add(node=("x" * (i % 20)) + f"_{i}", partition=i % 12)
+        for p in range(3):
+            part = plan.plan.partitions.add(id=p, memory_bytes=p * 1000, latency_seconds=p / 3)
+            part.nodes.extend(f"{'y' * (i % 30)}{i}" for i in range(p, 5000, 3))
+            part.node_indices.extend(range(p, 5000, 3))
+            part.children.extend([p + 1] * (p < 2))
+        plan.plan.summary.planner = "partitioner/size_based"
+        responses.append(plan)
+        return responses
+
+    def test_json_output_is_json_format(self):
+        # The JSON written as it goes is MessageToJson's text, to the byte,
+        # whichever parts of a message are written whole.
+        responses = self.example_responses()
         for whole_elements in (cli._JSON_WHOLE_ELEMENTS, 2, 0):
             for response in responses:
                 with self.subTest(type(response).__name__, whole_elements=whole_elements):
@@ -390,6 +418,92 @@ class CliTest(unittest.TestCase):
                     finally:
                         cli._JSON_WHOLE_ELEMENTS = old
                     self.assertEqual(out.getvalue(), json_format.MessageToJson(response, indent=1) + "\n")
+
+    def assert_wire_json(self, data, response_class):
+        """json_writer's text of `data` is MessageToJson's of the message it
+        holds, whether runs are read with numpy from 16 KiB on or from 0."""
+        from partplan import json_writer
+
+        expected = json_format.MessageToJson(response_class.FromString(data), indent=1) + "\n"
+        for bulk in (json_writer._BULK_MIN_BYTES, 0):
+            with self.subTest(response_class.__name__, bulk=bulk, size=len(data)):
+                old = json_writer._BULK_MIN_BYTES
+                json_writer._BULK_MIN_BYTES = bulk
+                try:
+                    text = "".join(json_writer.message_json(data, response_class.DESCRIPTOR))
+                finally:
+                    json_writer._BULK_MIN_BYTES = old
+                self.assertEqual(text, expected)
+
+    def test_json_from_the_wire_is_json_format(self):
+        # The CLI writes a response's JSON from its bytes (json_writer):
+        # MessageToJson's text, to the byte.
+        for response in self.example_responses():
+            self.assert_wire_json(response.SerializeToString(), type(response))
+
+    def test_json_from_unusual_wire(self):
+        from partplan import json_writer
+
+        def field(number, payload):
+            return bytes([number << 3 | 2]) + json_writer_varint(len(payload)) + payload
+
+        def node_partition(*parts):
+            return field(1, b"".join(p.SerializeToString() for p in parts))
+
+        # Fields of an element in any order, one left out, one given twice
+        # (the last counts), an empty element: assignments read in passes.
+        elements = []
+        for i in range(3000):
+            name, part = pb.NodePartition(node=f"n{i}"), pb.NodePartition(partition=i % 5)
+            elements.append(node_partition(*((part, name) if i % 3 else (name, part))))
+        elements.append(node_partition(pb.NodePartition(partition=4)))
+        elements.append(node_partition())
+        elements.append(node_partition(pb.NodePartition(node="a"), pb.NodePartition(node="b")))
+        elements.append(node_partition(pb.NodePartition(partition=-7)))
+        self.assert_wire_json(field(1, b"".join(elements)), pb.PartitionGraphResponse)
+        # Non-ASCII and escaped names in a long run of strings; a partition
+        # given in two runs with another field between.
+        part = pb.Partition(id=1, nodes=[f"\u00e9{i}" if i % 7 == 0 else f"n{i}\t" for i in range(4000)])
+        part2 = pb.Partition(nodes=[f"m{i}" for i in range(4000)], memory_bytes=5)
+        body = (pb.PartitionPlan(partitions=[part]).SerializeToString()
+                + pb.PartitionPlan(partitions=[part2]).SerializeToString())
+        data = pb.PartitionGraphResponse(plan=pb.PartitionPlan.FromString(body)).SerializeToString()
+        self.assert_wire_json(data, pb.PartitionGraphResponse)
+        split = pb.Partition(nodes=[f"a{i}" for i in range(3000)]).SerializeToString()
+        split += pb.Partition(id=3).SerializeToString()
+        split += pb.Partition(nodes=[f"b{i}" for i in range(3000)]).SerializeToString()
+        data = pb.PartitionGraphResponse(
+            plan=pb.PartitionPlan(partitions=[pb.Partition.FromString(split)])).SerializeToString()
+        self.assert_wire_json(data, pb.PartitionGraphResponse)
+        # A name holding the byte that separates names as they are gathered;
+        # a name of 20000 bytes (a length of three) amid short ones.
+        for odd in ("a\x01b", "z" * 20000):
+            part = pb.Partition(nodes=[f"n{i}" for i in range(3000)] + [odd]
+                                + [f"m{i}" for i in range(3000)])
+            plan = pb.PartitionPlan(partitions=[part], assignments=[
+                pb.NodePartition(node=name, partition=1) for name in part.nodes])
+            self.assert_wire_json(pb.PartitionGraphResponse(plan=plan).SerializeToString(),
+                                  pb.PartitionGraphResponse)
+        # What it leaves to json_format: an unknown field, a message field
+        # given twice (they merge), bytes that are no message.
+        for data in (b"\x10\x01", b"\x0a\x00\x0a\x00", b"\x0a\x05\x0a"):
+            with self.subTest(data=data):
+                with self.assertRaises(json_writer.Unsupported):
+                    json_writer.message_json(data, pb.PartitionGraphResponse.DESCRIPTOR)
+
+    def test_call_with_a_binary_request_writes_json_from_the_wire(self):
+        examples = os.path.join(support.REPO, "client", "examples")
+        with open(os.path.join(examples, "partition_graph.json")) as f:
+            request = json_format.Parse(f.read(), pb.PartitionGraphRequest())
+        binary = self.path("partition_graph.pb")
+        with open(binary, "wb") as f:
+            f.write(request.SerializeToString())
+        status, out, err = run_cli("call", "PartitionGraph", "--request", binary,
+                                   "--target", self.server.target)
+        self.assertEqual(status, 0, err)
+        response = json_format.Parse(out, pb.PartitionGraphResponse())
+        self.assertTrue(response.plan.assignments)
+        self.assertEqual(out, json_format.MessageToJson(response, indent=1) + "\n")
 
     def test_module_entry_point(self):
         # The real `python3 -m partplan`, which plans without importing torch.
