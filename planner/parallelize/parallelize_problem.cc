@@ -226,6 +226,12 @@ absl::StatusOr<ParallelizeOptions> OptionsFrom(const v1::ParallelizeOptions& giv
                              absl::StrCat("in [0, 1], got ", given.data_parallel_overlap()));
   }
   options.data_parallel_overlap = given.data_parallel_overlap();
+  if (!(given.collective_latency_seconds() >= 0 && given.collective_latency_seconds() <= 0.01)) {
+    return InvalidFieldError(
+        "options.collective_latency_seconds",
+        absl::StrCat("in [0, 0.01], got ", given.collective_latency_seconds()));
+  }
+  options.collective_latency_seconds = given.collective_latency_seconds();
   options.tensor_parallel_across_hosts = given.tensor_parallel_across_hosts();
   PARTPLAN_RETURN_IF_ERROR((ChoicesFrom<PipelineSchedule, v1::PipelineScheduleKind>(
       "options.schedules", given.schedules(),

@@ -93,6 +93,7 @@ struct ParallelizeOptions {
   ModelStateBytes state_bytes{2, 2, 12};
   double compute_efficiency = 0.6;
   double data_parallel_overlap = 0;
+  double collective_latency_seconds = 0;
   bool tensor_parallel_across_hosts = false;
   std::vector<PipelineSchedule> schedules;  // distinct, non-empty
   int max_chunks_per_device = 4;

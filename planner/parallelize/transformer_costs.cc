@@ -16,15 +16,16 @@ constexpr double kActivationBytes = 2;
 constexpr double kTokenBytes = 8;
 
 // A ring all-reduce of `bytes` over n devices, at `rate` bytes per second
-// each way: 2 (n - 1)/n of the bytes cross each link.
-double AllReduceSeconds(double bytes, int n, double rate) {
+// each way: 2 (n - 1)/n of the bytes cross each link, in 2 (n - 1) steps of
+// `latency` seconds each.
+double AllReduceSeconds(double bytes, int n, double rate, double latency) {
   if (n <= 1 || std::isinf(rate)) return 0;
-  return 2.0 * (n - 1) / n * bytes / rate;
+  return 2.0 * (n - 1) / n * bytes / rate + 2.0 * (n - 1) * latency;
 }
 
 // An all-gather or a reduce-scatter: half an all-reduce.
-double GatherSeconds(double bytes, int n, double rate) {
-  return AllReduceSeconds(bytes, n, rate) / 2;
+double GatherSeconds(double bytes, int n, double rate, double latency) {
+  return AllReduceSeconds(bytes, n, rate, latency) / 2;
 }
 
 // A layer's saved activations per micro-batch of b sequences, all of them
@@ -86,7 +87,8 @@ ItemCosts LayerCosts(const TransformerModel& m, const ParallelizeOptions& option
   const double attention = b * m.LayerAttentionFlopsPerSequence() * per_flop;
   const double activation = kActivationBytes * m.sequence * b * m.hidden;
   const double two_all_reduces =
-      2 * AllReduceSeconds(activation, c.tensor, links.tensor_bytes_per_second);
+      2 * AllReduceSeconds(activation, c.tensor, links.tensor_bytes_per_second,
+                           options.collective_latency_seconds);
   ItemCosts costs;
   costs.forward.compute = gemm + attention;
   costs.forward.tensor = two_all_reduces;
@@ -111,7 +113,8 @@ ItemCosts EmbeddingCosts(const TransformerModel& m, const ParallelizeOptions& op
                          const ParallelCandidate& c, const RankLinks& links) {
   const double activation = kActivationBytes * m.sequence * c.micro_batch_size * m.hidden;
   ItemCosts costs;
-  costs.forward.tensor = AllReduceSeconds(activation, c.tensor, links.tensor_bytes_per_second);
+  costs.forward.tensor = AllReduceSeconds(activation, c.tensor, links.tensor_bytes_per_second,
+                                          options.collective_latency_seconds);
   costs.weight.zero = ZeroMicroBatchSeconds(
       options, c, m.WordEmbeddingParameters() / c.tensor + m.PositionEmbeddingParameters(),
       links.data_bytes_per_second);
@@ -129,7 +132,8 @@ ItemCosts HeadCosts(const TransformerModel& m, const ParallelizeOptions& options
   ItemCosts costs;
   costs.forward.compute = logits;
   costs.backward.compute = logits;
-  costs.backward.tensor = AllReduceSeconds(activation, c.tensor, links.tensor_bytes_per_second);
+  costs.backward.tensor = AllReduceSeconds(activation, c.tensor, links.tensor_bytes_per_second,
+                                           options.collective_latency_seconds);
   costs.weight.compute = logits;
   costs.weight.zero = ZeroMicroBatchSeconds(options, c, m.WordEmbeddingParameters() / c.tensor,
                                             links.data_bytes_per_second);
@@ -157,11 +161,14 @@ void AddItem(const ItemCosts& costs, double saved, double transient, double para
 double ZeroMicroBatchSeconds(const ParallelizeOptions& options, const ParallelCandidate& c,
                              double parameters, double rate) {
   if (c.zero == ZeroStage::kGradients) {
-    return GatherSeconds(parameters * options.state_bytes.gradients, c.data, rate);
+    return GatherSeconds(parameters * options.state_bytes.gradients, c.data, rate,
+                         options.collective_latency_seconds);
   }
   if (c.zero == ZeroStage::kParameters) {
-    return GatherSeconds(parameters * options.state_bytes.gradients, c.data, rate) +
-           2 * GatherSeconds(parameters * options.state_bytes.weights, c.data, rate);
+    return GatherSeconds(parameters * options.state_bytes.gradients, c.data, rate,
+                         options.collective_latency_seconds) +
+           2 * GatherSeconds(parameters * options.state_bytes.weights, c.data, rate,
+                             options.collective_latency_seconds);
   }
   return 0;
 }
@@ -185,12 +192,16 @@ double DataParallelSeconds(const ParallelizeOptions& options, const ParallelCand
   const ModelStateBytes& bytes = options.state_bytes;
   switch (c.zero) {
     case ZeroStage::kNone:
-      return AllReduceSeconds(parameters * bytes.gradients, c.data, rate);
+      return AllReduceSeconds(parameters * bytes.gradients, c.data, rate,
+                              options.collective_latency_seconds);
     case ZeroStage::kOptimizer:
-      return GatherSeconds(parameters * bytes.gradients, c.data, rate) +
-             GatherSeconds(parameters * bytes.weights, c.data, rate);
+      return GatherSeconds(parameters * bytes.gradients, c.data, rate,
+                           options.collective_latency_seconds) +
+             GatherSeconds(parameters * bytes.weights, c.data, rate,
+                           options.collective_latency_seconds);
     case ZeroStage::kGradients:
-      return GatherSeconds(parameters * bytes.weights, c.data, rate);
+      return GatherSeconds(parameters * bytes.weights, c.data, rate,
+                           options.collective_latency_seconds);
     case ZeroStage::kParameters:
       return 0;
   }

@@ -455,5 +455,33 @@ TEST(Parallelize, AGraphWithTheSummaryMeasuresActivations) {
   ExpectInvalid(request, "graph");
 }
 
+// Collective latency: on one rank (p = 1, d = 1) of t = 4, each
+// micro-batch runs 2 all-reduces in each layer's forward and 2 in its
+// backward, one in the embedding's forward and one in the head's backward,
+// each 2 (t - 1) steps: the step grows by B (4 l + 2) 2 (t - 1) latency.
+TEST(Parallelize, CollectiveLatencyAddsItsSteps) {
+  auto step = [](double latency) {
+    v1::ParallelizeRequest request = SmallRequest();
+    v1::ParallelizeOptions* options = request.mutable_options();
+    options->set_tensor_parallel(4);
+    options->set_pipeline_parallel(1);
+    options->set_data_parallel(1);
+    options->set_micro_batch_size(2);
+    options->add_recompute(v1::LAYER_RECOMPUTE_NONE);
+    options->set_collective_latency_seconds(latency);
+    const absl::StatusOr<v1::ParallelizeResponse> response =
+        Parallelize(request, InputLimits(), CancellationToken());
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? response->configurations(0).step_seconds() : 0.0;
+  };
+  const double latency = 20e-6;
+  const double micro_batches = 16 / 2, layers = 8, t = 4;
+  EXPECT_NEAR(step(latency) - step(0), micro_batches * (4 * layers + 2) * 2 * (t - 1) * latency,
+              1e-9);
+  v1::ParallelizeRequest request = SmallRequest();
+  request.mutable_options()->set_collective_latency_seconds(-1);
+  ExpectInvalid(request, "options.collective_latency_seconds");
+}
+
 }  // namespace
 }  // namespace partplan
