@@ -5,7 +5,9 @@ partplan.cluster, partplan.parallelize, format_configurations and
 The cost-model checks recompute, by hand and from proto/partplan/v1/
 parallelize.proto's formulas only, the model-state bytes of a
 configuration's fullest device and its model FLOPs utilisation, and compare
-them with the server's to 1e-6 relative.
+them with the server's to 1e-6 relative; and, for pipeline_parallel = 1
+(one stage, a closed-form step), every configuration's step seconds and
+breakdown to 1e-9 relative.
 """
 
 import contextlib
@@ -120,6 +122,134 @@ def model_flops_per_sequence(model: pb.TransformerSummary) -> float:
 def model_flops_utilization(model, config, global_batch: int, peak: float) -> float:
     return global_batch * model_flops_per_sequence(model) / config.step_seconds / (
         config.devices * peak)
+
+
+# -- Seconds, with one pipeline stage ------------------------------------------
+#
+# With pipeline_parallel = 1 the one stage holds every item (the embedding,
+# the l layers, the head) and the one rank runs the B micro-batches one after
+# another, so the training planner's schedule has a closed form:
+#   step = B x sum over the items of (F + B + W) + (1 - data_parallel_overlap)
+#          x the rank's gradient exchange after the step.
+# With one stage the tied embedding and head share it: no tied all-reduce.
+
+COMPUTE_EFFICIENCY = 0.6  # ParallelizeOptions.compute_efficiency's default.
+
+
+def available_devices(cluster: pb.Cluster) -> list:
+    """Every device as (host, device), hosts in order, each host's devices in
+    order, the busy ones left out."""
+    busy = set(cluster.busy_devices)
+    devices, host = [], 0
+    for group in cluster.host_groups:
+        for _ in range(group.hosts):
+            devices += [(host, i) for i in range(group.devices_per_host)
+                        if f"{host}:{i}" not in busy]
+            host += 1
+    return devices
+
+
+def tensor_groups(cluster: pb.Cluster, t: int) -> list:
+    """The available devices cut into tensor groups of t devices of one host,
+    in order (a host's leftover devices unused)."""
+    by_host = {}
+    for host, device in available_devices(cluster):
+        by_host.setdefault(host, []).append((host, device))
+    groups = []
+    for host in sorted(by_host):
+        devices = by_host[host]
+        groups += [devices[i:i + t] for i in range(0, len(devices) - t + 1, t)]
+    return groups
+
+
+def one_stage_seconds(request: pb.ParallelizeRequest, config: pb.ParallelConfig) -> dict:
+    """The documented seconds of a pipeline_parallel = 1 configuration, by
+    part: compute (kernels, recompute included), tensor (the AR
+    all-reduces), zero_scatter (ZeRO-2/3's per-micro-batch gradient GA in W),
+    zero_gather (ZeRO-3's two weight GAs per micro-batch in W), the whole
+    post-step exchange and its exposed share, and the step."""
+    model, options = request.transformer, request.options
+    (host_group,) = request.cluster.host_groups
+    h, s, V, l = model.hidden_size, model.sequence_length, model.vocabulary_size, model.layers
+    f = model.ffn_hidden_size or 4 * h
+    E = max(model.experts, 1)
+    k = model.experts_per_token or 1
+    t, d, b, B = (config.tensor_parallel, config.data_parallel, config.micro_batch_size,
+                  config.micro_batches)
+    zero, recompute = config.zero, config.recompute
+    weight_bytes = (options.weight_bytes_per_parameter
+                    if options.HasField("weight_bytes_per_parameter") else WEIGHT_BYTES)
+    gradient_bytes = (options.gradient_bytes_per_parameter
+                      if options.HasField("gradient_bytes_per_parameter") else GRADIENT_BYTES)
+    efficiency = (options.compute_efficiency if options.HasField("compute_efficiency")
+                  else COMPUTE_EFFICIENCY)
+    peak = host_group.accelerator.peak_flops_per_second
+    intra, inter = (host_group.intra_host_bytes_per_second,
+                    host_group.inter_host_bytes_per_second)
+
+    # Devices: replica j of the one rank is tensor group j.
+    groups = tensor_groups(request.cluster, t)[:d]
+    assert len(groups) == d, (t, d)
+    tensor_link = intra  # a tensor group is within one host
+    hosts = {host for group in groups for host, _ in group}
+    ring_link = intra if len(hosts) == 1 else inter
+
+    def seconds(flops):
+        return flops / (t * efficiency * peak)
+
+    def AR(x):
+        return 2 * (t - 1) / t * x / tensor_link
+
+    def GA(y):
+        return (d - 1) / d * y / ring_link
+
+    x = 2 * b * s * h  # bytes a tensor-parallel collective moves
+    # A layer, per micro-batch.
+    gemm = b * (8 * s * h * h + 4 * s * h * f * k + (2 * s * h * E if E > 1 else 0))
+    att = 4 * b * s * s * h
+    forward_flops = gemm + att
+    backward_flops = gemm + 2 * att
+    backward_ar = 2
+    if recompute == pb.LAYER_RECOMPUTE_SELECTIVE:
+        backward_flops += att
+    elif recompute == pb.LAYER_RECOMPUTE_FULL:
+        backward_flops += forward_flops  # plus F, its 2 AR included
+        backward_ar += 2
+    weight_flops = gemm
+    layer_compute = seconds(forward_flops + backward_flops + weight_flops)
+    layer_tensor = (2 + backward_ar) * AR(x)
+    # The embedding: F = AR, B = 0. The head: F = logits, B = logits + AR,
+    # W = logits.
+    logits = 2 * b * s * h * V
+    embedding_compute, embedding_tensor = 0.0, AR(x)
+    head_compute, head_tensor = seconds(3 * logits), AR(x)
+    # Parameters on a device; the word embedding's Vh/t counted by both the
+    # embedding's and the head's ZeRO exchanges, once in P.
+    divided, norms = layer_parameters(h, f, model.experts)
+    layer_params = divided / t + norms
+    word = V * h / t
+    item_params = [s * h + word] + [layer_params] * l + [2 * h + word]
+    P = l * layer_params + s * h + 2 * h + word
+    # ZeRO, per micro-batch in W.
+    zero_scatter = zero_gather = 0.0
+    for q in item_params:
+        if zero >= pb.ZERO_GRADIENTS:
+            zero_scatter += GA(q * gradient_bytes)
+        if zero == pb.ZERO_PARAMETERS:
+            zero_gather += 2 * GA(q * weight_bytes)
+    # The gradient exchange after the step.
+    exchange = {pb.ZERO_NONE: 2 * GA(P * gradient_bytes),
+                pb.ZERO_OPTIMIZER: GA(P * (gradient_bytes + weight_bytes)),
+                pb.ZERO_GRADIENTS: GA(P * weight_bytes),
+                pb.ZERO_PARAMETERS: 0.0}[zero]
+    exposed = (1 - options.data_parallel_overlap) * exchange
+    compute = B * (l * layer_compute + embedding_compute + head_compute)
+    tensor = B * (l * layer_tensor + embedding_tensor + head_tensor)
+    end = compute + tensor + B * (zero_scatter + zero_gather)
+    return dict(step=end + exposed, compute=compute, tensor=tensor,
+                zero_scatter=B * zero_scatter, zero_gather=B * zero_gather,
+                exchange=exchange, exposed=exposed,
+                groups=[",".join(f"{host}:{i}" for host, i in g) for g in groups])
 
 
 class ParallelizeTest(unittest.TestCase):
@@ -370,6 +500,169 @@ class ParallelizeTest(unittest.TestCase):
                                   p=config.pipeline_parallel, d=config.data_parallel,
                                   v=config.chunks_per_device, zero=config.zero):
                     self.check_cost_model(request, config)
+
+    # -- seconds, by hand, with one pipeline stage --------------------------------
+
+    SECONDS_RELATIVE = 1e-9
+
+    @staticmethod
+    def one_stage_requests() -> list:
+        """pipeline_parallel = 1 requests on 2 hosts x 8 devices, every
+        configuration that fits returned: (name, request)."""
+        def request(model, *, intra, inter, peak=A100_PEAK, busy=(), **options):
+            cluster = pb.Cluster(
+                host_groups=[pb.HostGroup(
+                    hosts=2, devices_per_host=8,
+                    accelerator=pb.Accelerator(name="X", memory_bytes=1e13,
+                                               peak_flops_per_second=peak),
+                    intra_host_bytes_per_second=intra, inter_host_bytes_per_second=inter)],
+                busy_devices=list(busy))
+            return pb.ParallelizeRequest(
+                transformer=model, cluster=cluster,
+                options=pb.ParallelizeOptions(global_batch_size=32, all_configurations=True,
+                                              pipeline_parallel=1, **options))
+
+        example = example_request().transformer
+        moe = pb.TransformerSummary(layers=6, hidden_size=1024, attention_heads=16,
+                                    sequence_length=512, vocabulary_size=32000,
+                                    ffn_hidden_size=2816, experts=4, experts_per_token=2)
+        return [
+            # Defaults: 2/2/12 bytes a parameter (so no plain data
+            # parallelism beside ZeRO-1), efficiency 0.6, no overlap.
+            ("example, defaults", request(example, intra=NVSWITCH, inter=INFINIBAND)),
+            # Weights wider than gradients (plain data parallelism tried),
+            # half the exchange hidden, efficiency 0.5, a busy device.
+            ("example, 4-byte weights, overlap 0.5, 0:3 busy",
+             request(example, intra=150e9, inter=12.5e9, busy=["0:3"],
+                     weight_bytes_per_parameter=4, gradient_bytes_per_parameter=2,
+                     compute_efficiency=0.5, data_parallel_overlap=0.5)),
+            # Experts, f != 4h, 4-byte gradients, plain data parallelism and
+            # ZeRO-2 only, a quarter hidden.
+            ("MoE, 4-byte gradients, ZeRO 0 and 2, overlap 0.25",
+             request(moe, intra=200e9, inter=50e9, peak=100e12,
+                     weight_bytes_per_parameter=2, gradient_bytes_per_parameter=4,
+                     data_parallel_overlap=0.25,
+                     zero_stages=[pb.ZERO_NONE, pb.ZERO_GRADIENTS])),
+        ]
+
+    def one_stage_configurations(self):
+        """(name, request, configuration, the formulas' seconds) for every
+        configuration of one_stage_requests(), checked to cover tensor and
+        data parallelism over both links, every ZeRO stage and recompute."""
+        cls = type(self)
+        if not hasattr(cls, "_one_stage"):
+            found = []
+            for name, request in self.one_stage_requests():
+                response = self.client.parallelize(request)
+                self.check_configurations(request, response)
+                for config in response.configurations:
+                    found.append((name, request, config, one_stage_seconds(request, config)))
+            cls._one_stage = found
+        found = cls._one_stage
+        self.assertEqual({c.zero for _, _, c, _ in found},
+                         {pb.ZERO_NONE, pb.ZERO_OPTIMIZER, pb.ZERO_GRADIENTS, pb.ZERO_PARAMETERS})
+        self.assertEqual({c.recompute for _, _, c, _ in found},
+                         {pb.LAYER_RECOMPUTE_NONE, pb.LAYER_RECOMPUTE_SELECTIVE,
+                          pb.LAYER_RECOMPUTE_FULL})
+        self.assertTrue({1, 2, 4, 8} <= {c.tensor_parallel for _, _, c, _ in found})
+        self.assertTrue({1, 2, 4, 8, 16} <= {c.data_parallel for _, _, c, _ in found})
+        self.assertGreater(len({c.micro_batch_size for _, _, c, _ in found}), 3)
+        self.assertEqual({c.pipeline_parallel for _, _, c, _ in found}, {1})
+        # Both the intra-host and the inter-host data-parallel ring.
+        rings = {len({n.split(":")[0] for g in c.stages[0].tensor_parallel_groups
+                      for n in g.split(",")}) for _, _, c, _ in found if c.data_parallel > 1}
+        self.assertEqual(rings, {1, 2})
+        return found
+
+    def close_seconds(self, got, expected, what, scale):
+        """Within SECONDS_RELATIVE of expected, or of the step when expected
+        is 0."""
+        self.assertTrue(
+            math.isclose(got, expected, rel_tol=self.SECONDS_RELATIVE,
+                         abs_tol=self.SECONDS_RELATIVE * scale),
+            f"{what}: server {got!r}, by hand {expected!r} "
+            f"(difference {got - expected:.6g} s)")
+
+    def one_stage_subtest(self, name, c):
+        return self.subTest(request=name, t=c.tensor_parallel, d=c.data_parallel,
+                            b=c.micro_batch_size, zero=pb.ZeroStageKind.Name(c.zero),
+                            recompute=pb.LayerRecompute.Name(c.recompute))
+
+    def check_one_stage_step(self, c, by_hand):
+        """The step, and ZeRO's exchanges in W with the exposed share of the
+        one after the step, whichever of zero_gather_seconds and
+        data_parallel_seconds holds the gradient scatters (see
+        test_one_stage_zero_gather_holds_zero_3_weight_gathers_only)."""
+        step = by_hand["step"]
+        self.close_seconds(c.step_seconds, step, "step_seconds", step)
+        self.close_seconds(
+            c.breakdown.zero_gather_seconds + c.breakdown.data_parallel_seconds,
+            by_hand["zero_scatter"] + by_hand["zero_gather"] + by_hand["exposed"],
+            "breakdown.zero_gather_seconds + data_parallel_seconds", step)
+
+    def test_one_stage_seconds_match_the_documented_formulas(self):
+        """Every configuration: its stage and devices, the compute and
+        tensor-parallel parts, no pipeline idle, the breakdown adding up to
+        the step. Those with no ZeRO exchange in W (plain data parallelism,
+        ZeRO-1, d = 1): the step and the exposed gradient exchange too (ZeRO-2
+        and -3: the next test)."""
+        for name, request, c, by_hand in self.one_stage_configurations():
+            with self.one_stage_subtest(name, c):
+                (stage,) = c.stages
+                self.assertEqual((stage.first_layer, stage.last_layer, stage.embedding, stage.head),
+                                 (0, request.transformer.layers - 1, True, True))
+                self.assertEqual(list(stage.tensor_parallel_groups), by_hand["groups"])
+                parts, step = c.breakdown, by_hand["step"]
+                self.close_seconds(parts.compute_seconds, by_hand["compute"],
+                                   "breakdown.compute_seconds", step)
+                self.close_seconds(parts.tensor_parallel_seconds, by_hand["tensor"],
+                                   "breakdown.tensor_parallel_seconds", step)
+                self.close_seconds(parts.pipeline_idle_seconds, 0,
+                                   "breakdown.pipeline_idle_seconds", step)
+                self.close_seconds(parts.compute_seconds + parts.tensor_parallel_seconds
+                                   + parts.zero_gather_seconds + parts.pipeline_idle_seconds
+                                   + parts.data_parallel_seconds, c.step_seconds,
+                                   "the breakdown's sum against step_seconds", step)
+                if c.zero < pb.ZERO_GRADIENTS:
+                    self.check_one_stage_step(c, by_hand)
+                    self.close_seconds(parts.zero_gather_seconds, 0,
+                                       "breakdown.zero_gather_seconds", step)
+                    self.close_seconds(parts.data_parallel_seconds, by_hand["exposed"],
+                                       "breakdown.data_parallel_seconds", step)
+
+    # DISAGREEMENT (server vs parallelize.proto), left failing on purpose: the
+    # proto counts the head's parameters (2h, its final norm) plus the word
+    # embedding's Vh/t in the head's ZeRO exchanges in W ("the embedding's
+    # and the head's parameters count the word embedding's Vh/t here"); the
+    # server (transformer_costs.cc, HeadCosts) counts Vh/t alone. Each ZeRO-2
+    # step comes out B (d - 1)/d 2h x gradient bytes / ring link short, each
+    # ZeRO-3 step that plus 2 B (d - 1)/d 2h x weight bytes / ring link; e.g.
+    # the example on 2 hosts, t = 8, d = 2, b = 16, ZeRO-2: by hand
+    # 2.244226977476923 s, server 2.2442265678769227 s (-4.096e-07 s); up to
+    # 3.6e-5 relative on the MoE request. All 576 ZeRO-2/-3 configurations
+    # here differ by exactly that term, nothing else. Remove the decorator
+    # once one of the two is changed.
+    @unittest.expectedFailure
+    def test_one_stage_zero_2_and_3_seconds_match_the_documented_formulas(self):
+        """ZeRO-2 and -3 configurations: the step and ZeRO's exchanges."""
+        for name, request, c, by_hand in self.one_stage_configurations():
+            if c.zero >= pb.ZERO_GRADIENTS:
+                with self.one_stage_subtest(name, c):
+                    self.check_one_stage_step(c, by_hand)
+
+    # DISAGREEMENT (server vs parallelize.proto), left failing on purpose:
+    # StepBreakdown.zero_gather_seconds is documented as "ZeRO-3's weight
+    # all-gathers, all micro-batches"; the server puts all of ZeRO's
+    # per-micro-batch exchanges in W there, ZeRO-2's and -3's gradient
+    # scatters too (so it is not 0 under ZeRO-2). Remove the decorator once
+    # one of the two is changed.
+    @unittest.expectedFailure
+    def test_one_stage_zero_gather_holds_zero_3_weight_gathers_only(self):
+        for name, request, c, by_hand in self.one_stage_configurations():
+            if c.zero >= pb.ZERO_GRADIENTS:
+                with self.one_stage_subtest(name, c):
+                    self.close_seconds(c.breakdown.zero_gather_seconds, by_hand["zero_gather"],
+                                       "breakdown.zero_gather_seconds", by_hand["step"])
 
     # -- text and command line -------------------------------------------------
 
