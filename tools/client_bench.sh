@@ -9,6 +9,12 @@
 #
 #   tools/client_bench.sh            # 10^6 nodes, 3 runs of each
 #   tools/client_bench.sh 100000 5   # 10^5 nodes, 5 runs
+#   PARTPLAN_BENCH_BIN=/tmp/bin tools/client_bench.sh  # binaries built before
+#
+# PARTPLAN_BENCH_BIN names a directory holding server/partplan_server,
+# client/cli/partplan and tests/bench/write_request (as bazel-bin does), to
+# time binaries built before (while the tree is being changed) without
+# building.
 #
 # Prints one line per client and call: median wall time of the process, of the
 # call alone (the Python client's, without starting the interpreter), the
@@ -23,8 +29,12 @@ cd "$(dirname "$0")/.."
 nodes=${1:-1000000}
 runs=${2:-3}
 python=${PARTPLAN_PYTHON:-/usr/bin/python3}
-bazel build --config=opt //server:partplan_server //client/cli:partplan //tests/bench:write_request
-bin=$(bazel info --config=opt bazel-bin 2>/dev/null)
+if [[ -n "${PARTPLAN_BENCH_BIN:-}" ]]; then
+  bin=$PARTPLAN_BENCH_BIN
+else
+  bazel build --config=opt //server:partplan_server //client/cli:partplan //tests/bench:write_request
+  bin=$(bazel info --config=opt bazel-bin 2>/dev/null)
+fi
 work=$(mktemp -d)
 server_pid=
 cleanup() {

@@ -516,6 +516,7 @@ def cmd_call(args) -> int:
         if send is not request and args.output == "json":
             # JSON written from the response's bytes, not parsed (see
             # json_writer), unless they hold what it does not convert.
+            _keep_freed_memory()
             response = client.call(args.method, _raw_response(client, args.method, send))
             if _write_response_bytes(response, RPCS[args.method][2]):
                 return 0
@@ -524,6 +525,24 @@ def cmd_call(args) -> int:
             response = client.call(args.method, send)
     _print_response(response, args.output, request)
     return 0
+
+
+def _keep_freed_memory() -> None:
+    """Has glibc's malloc keep what is freed for the next allocations (up to
+    256 MiB each from the heap, none given back below 1 GiB) instead of
+    mapping fresh pages for each large one: in a virtual machine every new
+    page costs microseconds, and converting a large response allocates and
+    frees hundreds of megabytes of numpy arrays and strings. Nothing where
+    there is no mallopt."""
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 256 << 20)
+    mallopt(m_trim_threshold, 1 << 30)
 
 
 def _raw_response(client, method: str, send):
@@ -571,8 +590,10 @@ def _write_response_bytes(data: bytes, response_class) -> bool:
             sys.stdout.write("".join(small))
             small.clear()
             if buffer is not None:
+                # A megabyte at a time: the same memory again for each.
                 sys.stdout.flush()
-                buffer.write(piece.encode("ascii"))
+                for start in range(0, len(piece), 1 << 20):
+                    buffer.write(piece[start:start + (1 << 20)].encode("ascii"))
             else:
                 sys.stdout.write(piece)
         else:
