@@ -135,8 +135,9 @@ ItemCosts HeadCosts(const TransformerModel& m, const ParallelizeOptions& options
   costs.backward.tensor = AllReduceSeconds(activation, c.tensor, links.tensor_bytes_per_second,
                                            options.collective_latency_seconds);
   costs.weight.compute = logits;
-  costs.weight.zero = ZeroMicroBatchSeconds(options, c, m.WordEmbeddingParameters() / c.tensor,
-                                            links.data_bytes_per_second);
+  costs.weight.zero = ZeroMicroBatchSeconds(
+      options, c, m.WordEmbeddingParameters() / c.tensor + m.FinalNormParameters(),
+      links.data_bytes_per_second);
   return costs;
 }
 

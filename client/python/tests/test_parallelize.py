@@ -592,7 +592,7 @@ class ParallelizeTest(unittest.TestCase):
         """The step, and ZeRO's exchanges in W with the exposed share of the
         one after the step, whichever of zero_gather_seconds and
         data_parallel_seconds holds the gradient scatters (see
-        test_one_stage_zero_gather_holds_zero_3_weight_gathers_only)."""
+        test_one_stage_zero_gather_holds_zeros_micro_batch_exchanges)."""
         step = by_hand["step"]
         self.close_seconds(c.step_seconds, step, "step_seconds", step)
         self.close_seconds(
@@ -630,19 +630,8 @@ class ParallelizeTest(unittest.TestCase):
                     self.close_seconds(parts.data_parallel_seconds, by_hand["exposed"],
                                        "breakdown.data_parallel_seconds", step)
 
-    # DISAGREEMENT (server vs parallelize.proto), left failing on purpose: the
-    # proto counts the head's parameters (2h, its final norm) plus the word
-    # embedding's Vh/t in the head's ZeRO exchanges in W ("the embedding's
-    # and the head's parameters count the word embedding's Vh/t here"); the
-    # server (transformer_costs.cc, HeadCosts) counts Vh/t alone. Each ZeRO-2
-    # step comes out B (d - 1)/d 2h x gradient bytes / ring link short, each
-    # ZeRO-3 step that plus 2 B (d - 1)/d 2h x weight bytes / ring link; e.g.
-    # the example on 2 hosts, t = 8, d = 2, b = 16, ZeRO-2: by hand
-    # 2.244226977476923 s, server 2.2442265678769227 s (-4.096e-07 s); up to
-    # 3.6e-5 relative on the MoE request. All 576 ZeRO-2/-3 configurations
-    # here differ by exactly that term, nothing else. Remove the decorator
-    # once one of the two is changed.
-    @unittest.expectedFailure
+    # The head's ZeRO exchanges count its own 2h (the final norm) as well as
+    # the word embedding's Vh/t, as the proto says.
     def test_one_stage_zero_2_and_3_seconds_match_the_documented_formulas(self):
         """ZeRO-2 and -3 configurations: the step and ZeRO's exchanges."""
         for name, request, c, by_hand in self.one_stage_configurations():
@@ -650,18 +639,14 @@ class ParallelizeTest(unittest.TestCase):
                 with self.one_stage_subtest(name, c):
                     self.check_one_stage_step(c, by_hand)
 
-    # DISAGREEMENT (server vs parallelize.proto), left failing on purpose:
-    # StepBreakdown.zero_gather_seconds is documented as "ZeRO-3's weight
-    # all-gathers, all micro-batches"; the server puts all of ZeRO's
-    # per-micro-batch exchanges in W there, ZeRO-2's and -3's gradient
-    # scatters too (so it is not 0 under ZeRO-2). Remove the decorator once
-    # one of the two is changed.
-    @unittest.expectedFailure
-    def test_one_stage_zero_gather_holds_zero_3_weight_gathers_only(self):
+    def test_one_stage_zero_gather_holds_zeros_micro_batch_exchanges(self):
+        """StepBreakdown.zero_gather_seconds: ZeRO-2's gradient scatters and
+        ZeRO-3's also its weight gathers, in every micro-batch."""
         for name, request, c, by_hand in self.one_stage_configurations():
             if c.zero >= pb.ZERO_GRADIENTS:
                 with self.one_stage_subtest(name, c):
-                    self.close_seconds(c.breakdown.zero_gather_seconds, by_hand["zero_gather"],
+                    self.close_seconds(c.breakdown.zero_gather_seconds,
+                                       by_hand["zero_scatter"] + by_hand["zero_gather"],
                                        "breakdown.zero_gather_seconds", by_hand["step"])
 
     # -- text and command line -------------------------------------------------
