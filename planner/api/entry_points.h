@@ -111,12 +111,12 @@ absl::Status PlanTraining(const v1::PlanTrainingRequest& request, const GraphSou
                           const InputLimits& limits, const CancellationToken& token,
                           v1::PlanTrainingResponse* response);
 
-// Parallel configurations of a transformer on a cluster (parallelize.proto):
-// the request validated (parallelize/parallelize_problem.h), the lattice
-// searched (parallelize/parallel_search.h) and the ranked configurations
-// written (wire/parallelize_response.h). INVALID_ARGUMENT on `graph` when
-// one is given (models come as `transformer`); FAILED_PRECONDITION when no
-// configuration fits.
+// Parallel configurations of a model on a cluster (parallelize.proto): the
+// graph imported when there is one, the request validated
+// (parallelize/parallelize_problem.h), the lattice searched
+// (parallelize/parallel_search.h) and the ranked configurations written
+// (wire/parallelize_response.h). FAILED_PRECONDITION when no configuration
+// fits or the lattice is too large.
 absl::Status Parallelize(const v1::ParallelizeRequest& request, const GraphSource& graph,
                          const InputLimits& limits, const CancellationToken& token,
                          v1::ParallelizeResponse* response);

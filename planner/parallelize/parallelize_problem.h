@@ -1,10 +1,11 @@
 // The edge of the parallelize planner: a ParallelizeRequest's transformer,
 // cluster and options validated once into the domain types the search takes
-// (parallel_search.h). parallelize.proto states the cost model.
+// (parallel_search.h), with the request's graph imported beforehand.
+// parallelize.proto states the cost model.
 //
 //   PARTPLAN_ASSIGN_OR_RETURN(const ParallelizeProblem problem,
-//                             ParallelizeProblemFromRequest(request));
-//   problem.cluster.groups;   // tensor-parallel groups are cut from these
+//                             ParallelizeProblemFromRequest(request, &graph_or_null));
+//   problem.cluster.free;   // the devices tensor groups are cut from
 //
 // Every fault is INVALID_ARGUMENT naming the request's field, e.g.
 // `transformer.attention_heads` or `cluster.busy_devices[2]`.
