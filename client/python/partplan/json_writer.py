@@ -620,12 +620,26 @@ def _string_first_json(np, arr, data, fields, found, n: int, depth: int, sep: st
 
 
 class _Ctx:
-    __slots__ = ("np", "arr", "data")
+    """The bytes, and numpy and a view of them as an array, imported and made
+    when a long run is met (a small response converts without numpy)."""
+
+    __slots__ = ("data", "_np", "_arr")
 
     def __init__(self, data):
         self.data = data
-        self.np = _np()
-        self.arr = self.np.frombuffer(data, dtype=self.np.uint8)
+        self._np = self._arr = None
+
+    @property
+    def np(self):
+        if self._np is None:
+            self._np = _np()
+        return self._np
+
+    @property
+    def arr(self):
+        if self._arr is None:
+            self._arr = self.np.frombuffer(self.data, dtype=self.np.uint8)
+        return self._arr
 
 
 def message_json(data: bytes, descriptor) -> List[str]:
@@ -766,7 +780,7 @@ def _emit(ctx, info: _Message, values, depth: int, out: List[str]) -> None:
 
 
 def _emit_list(ctx, f: _Field, items, depth: int, out: List[str]) -> None:
-    np, arr, data = ctx.np, ctx.arr, ctx.data
+    data = ctx.data
     item_indent = "\n" + " " * (depth + 1)
     sep = "," + item_indent
     out.append("[" + item_indent)
@@ -781,7 +795,7 @@ def _emit_list(ctx, f: _Field, items, depth: int, out: List[str]) -> None:
                 out.append(sep)
             first = False
             if f.type == F.TYPE_STRING:
-                out.append(_strings_json(np, arr, data, starts, lengths, sep))
+                out.append(_strings_json(ctx.np, ctx.arr, data, starts, lengths, sep))
             elif f.type == F.TYPE_BYTES:
                 out.append(sep.join('"' + base64.b64encode(data[s:s + n]).decode("ascii") + '"'
                                     for s, n in zip(starts.tolist(), lengths.tolist())))
@@ -840,5 +854,42 @@ def _packed_json(ctx, f: _Field, p: int, q: int, sep: str) -> str:
     begin[0] = 0
     begin[1:] = last[:-1] + 1
     value, size = _varints(np, arr, begin + p, np.full(len(last), q, dtype=np.int64))
-    texts = _int_texts(np, f.field, value)
-    return sep.join(texts)
+    if f.type in (F.TYPE_BOOL, F.TYPE_ENUM) or len(value) < 4096:
+        return sep.join(_int_texts(np, f.field, value))
+    return _decimals(np, _ints(np, f.field, value), sep, f.type in _QUOTED)
+
+
+def _decimals(np, ints, sep: str, quoted: bool) -> str:
+    """The integers (an int64 or uint64 array) in decimal, each in quotes
+    when quoted, joined by sep: a row of bytes each, the digits
+    right-aligned, and what is before the first digit but the sign and
+    quote left out."""
+    n = len(ints)
+    negative = ints < 0 if ints.dtype != np.uint64 else np.zeros(n, dtype=bool)
+    magnitude = ints.astype(np.uint64)
+    magnitude[negative] = ~magnitude[negative] + np.uint64(1)
+    width = len(str(int(magnitude.max())))
+    q = 1 if quoted else 0
+    tail = ('"' if quoted else "") + sep
+    row = q + 1 + width + len(tail)
+    rows = np.empty((n, row), dtype=np.uint8)
+    keep = np.ones((n, row), dtype=bool)
+    rows[:, 0] = ord('"')
+    keep[:, 0] = quoted
+    rows[:, q] = ord("-")
+    keep[:, q] = negative
+    rest = magnitude.copy()
+    ten = np.uint64(10)
+    digits_left = q + 1
+    for column in range(digits_left + width - 1, digits_left - 1, -1):
+        rows[:, column] = (rest % ten).astype(np.uint8) + ord("0")
+        rest //= ten
+    # Leading zeros: columns before each number's first digit.
+    count = np.ones(n, dtype=np.int64)
+    for k in range(1, width):
+        count += magnitude >= np.uint64(10 ** k)
+    for column in range(width - 1):
+        keep[:, digits_left + column] = count >= width - column
+    rows[:, digits_left + width:] = np.frombuffer(tail.encode("ascii"), dtype=np.uint8)
+    text = rows[keep].tobytes().decode("ascii")
+    return text[:-len(sep)] if sep else text

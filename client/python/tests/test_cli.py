@@ -484,6 +484,20 @@ class CliTest(unittest.TestCase):
                 pb.NodePartition(node=name, partition=1) for name in part.nodes])
             self.assert_wire_json(pb.PartitionGraphResponse(plan=plan).SerializeToString(),
                                   pb.PartitionGraphResponse)
+        # A long packed run of integers, written in decimal by numpy: signs,
+        # the extremes, every length; and int64s in quotes.
+        plan = pb.PartitionPlan(partition_by_node_index=[
+            v for i in range(3000) for v in (i, -i, i * 715827)] + [2**31 - 1, -2**31, 0])
+        self.assert_wire_json(pb.PartitionGraphResponse(plan=plan).SerializeToString(),
+                              pb.PartitionGraphResponse)
+        import numpy as np
+
+        for values, dtype in (([0, -1, 9, 10, -2**63, 2**63 - 1, 12345], np.int64),
+                              ([0, 1, 2**64 - 1, 10**19], np.uint64)):
+            for quoted in (False, True):
+                self.assertEqual(
+                    json_writer._decimals(np, np.array(values, dtype=dtype), ",\n  ", quoted),
+                    ",\n  ".join(('"%d"' if quoted else "%d") % v for v in values))
         # What it leaves to json_format: an unknown field, a message field
         # given twice (they merge), bytes that are no message.
         for data in (b"\x10\x01", b"\x0a\x00\x0a\x00", b"\x0a\x05\x0a"):
