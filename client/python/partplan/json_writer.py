@@ -43,11 +43,12 @@ _WINDOW = 1 << 22
 # The elements of a run of messages are converted this many at a time.
 _CHUNK = 1 << 16
 # String bytes copied as they are: printable ASCII but '"' and '\\'
-# (encode_basestring_ascii changes the others), and the separator mark.
+# (encode_basestring_ascii changes the others). Gathered strings are each
+# after a mark.
+_PLAIN = bytes(b for b in range(0x20, 0x80) if b not in (0x22, 0x5C))
 _MARK = 1
 _MARK_TEXT = chr(_MARK)
 _MARK_BYTE = bytes([_MARK])
-_KEEP = bytes([_MARK] + [b for b in range(0x20, 0x80) if b not in (0x22, 0x5C)])
 
 _VARINT_INT = (F.TYPE_INT32, F.TYPE_INT64, F.TYPE_UINT32, F.TYPE_UINT64, F.TYPE_SINT32,
                F.TYPE_SINT64, F.TYPE_BOOL, F.TYPE_ENUM)
@@ -352,7 +353,8 @@ def _strings_json(np, arr, data, starts, lengths, sep: str) -> str:
 def _plain(blob: bytes, count: int) -> bool:
     """Whether the strings gathered in blob (count, each after a mark) are
     their JSON as they are: no byte to escape, and no mark but those."""
-    return not blob.translate(None, _KEEP) and blob.count(_MARK_BYTE) == count
+    marks = blob.translate(None, _PLAIN)
+    return len(marks) == count and marks.count(_MARK_BYTE) == count
 
 
 def _scalar_text_string(value: bytes) -> str:
