@@ -39,9 +39,9 @@ class Unsupported(Exception):
 # many bytes of message left on; shorter ones element by element.
 _BULK_MIN_BYTES = 1 << 14
 # Element positions are looked for this many bytes at a time.
-_WINDOW = 1 << 22
+_WINDOW = 1 << 20
 # The elements of a run of messages are converted this many at a time.
-_CHUNK = 1 << 16
+_CHUNK = 1 << 14
 # String bytes copied as they are: printable ASCII but '"' and '\\'
 # (encode_basestring_ascii changes the others). Gathered strings are each
 # after a mark.
