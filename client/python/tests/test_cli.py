@@ -425,14 +425,17 @@ class CliTest(unittest.TestCase):
         from partplan import json_writer
 
         expected = json_format.MessageToJson(response_class.FromString(data), indent=1) + "\n"
-        for bulk in (json_writer._BULK_MIN_BYTES, 0):
+        defaults = (json_writer._BULK_MIN_BYTES, json_writer._WINDOW, json_writer._CHUNK)
+        # As they are; runs from 0 bytes on, looked for and converted in
+        # small pieces.
+        for bulk, window, chunk in (defaults, (0, 4096, 1000)):
             with self.subTest(response_class.__name__, bulk=bulk, size=len(data)):
-                old = json_writer._BULK_MIN_BYTES
-                json_writer._BULK_MIN_BYTES = bulk
+                json_writer._BULK_MIN_BYTES, json_writer._WINDOW, json_writer._CHUNK = \
+                    bulk, window, chunk
                 try:
                     text = "".join(json_writer.message_json(data, response_class.DESCRIPTOR))
                 finally:
-                    json_writer._BULK_MIN_BYTES = old
+                    json_writer._BULK_MIN_BYTES, json_writer._WINDOW, json_writer._CHUNK = defaults
                 self.assertEqual(text, expected)
 
     def test_json_from_the_wire_is_json_format(self):
