@@ -520,9 +520,10 @@ def cmd_call(args) -> int:
             # json_writer), unless they hold what it does not convert.
             _keep_freed_memory()
             response = client.call(args.method, _raw_response(client, args.method, send))
-            if _write_response_bytes(response, RPCS[args.method][2]):
-                return 0
-            response = _parse_response(response, RPCS[args.method][2])
+            if isinstance(response, bytes):  # else the client parsed it after all
+                if _write_response_bytes(response, RPCS[args.method][2]):
+                    return 0
+                response = _parse_response(response, RPCS[args.method][2])
         else:
             response = client.call(args.method, send)
     _print_response(response, args.output, request)
@@ -565,7 +566,8 @@ def _keep_freed_memory() -> None:
 
 def _raw_response(client, method: str, send):
     """`send`, after making the client's RPC for a request function (its
-    streaming one) return the response's bytes instead of parsing them."""
+    streaming one, kept by (method, True) in Client._bytes_rpcs) return the
+    response's bytes instead of parsing them."""
     from . import messages as pb
 
     service = pb.planner_service_pb2.DESCRIPTOR.services_by_name["PartitionPlanner"]
