@@ -306,8 +306,8 @@ std::string FormatParallelizeTable(const v1::ParallelizeResponse& response) {
   }
   return absl::StrCat(
       "Configurations (best first):\n", table.Render("  "), "\n", response.why(), "\n",
-      absl::StrFormat("%d configurations: %d dropped by model states, %d planned, %d proven no "
-                      "better by a bound.\n",
+      absl::StrFormat("%d configurations: %d that cannot fit by a memory bound, %d planned, "
+                      "%d proven no better by a bound.\n",
                       response.candidates(), response.pruned_by_memory(), response.planned(),
                       response.pruned_by_bound()));
 }

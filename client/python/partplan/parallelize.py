@@ -387,9 +387,9 @@ def format_configurations(response: pb.ParallelizeResponse) -> str:
     text = "Configurations (best first):\n" + _render(rows)
     if response.why:
         text += "\n" + response.why + "\n"
-    text += (f"{response.candidates} configurations: {response.pruned_by_memory} dropped by model "
-             f"states, {response.planned} planned, {response.pruned_by_bound} proven no better by "
-             "a bound.\n")
+    text += (f"{response.candidates} configurations: {response.pruned_by_memory} that cannot fit "
+             f"by a memory bound, {response.planned} planned, {response.pruned_by_bound} proven no "
+             "better by a bound.\n")
     return text
 
 
