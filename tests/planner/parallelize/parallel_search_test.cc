@@ -23,14 +23,18 @@
 namespace partplan {
 namespace {
 
-v1::Graph TrainingExampleGraph() {
+// client/examples/plan_training.json, its pins cleared.
+v1::PlanTrainingRequest TrainingExample() {
   std::ifstream file("client/examples/plan_training.json");
   std::stringstream text;
   text << file.rdbuf();
   v1::PlanTrainingRequest request;
   EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(text.str(), &request).ok());
-  return request.graph();
+  request.mutable_config()->clear_pins();
+  return request;
 }
+
+v1::Graph TrainingExampleGraph() { return TrainingExample().graph(); }
 
 v1::ParallelizeRequest SmallRequest() {
   v1::ParallelizeRequest request;
@@ -266,16 +270,6 @@ TEST(Parallelize, MegatronPublishedRuns) {
 
 namespace partplan {
 namespace {
-
-v1::PlanTrainingRequest TrainingExample() {
-  std::ifstream file("client/examples/plan_training.json");
-  std::stringstream text;
-  text << file.rdbuf();
-  v1::PlanTrainingRequest request;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(text.str(), &request).ok());
-  request.mutable_config()->clear_pins();
-  return request;
-}
 
 // A graph model: the PlanTraining example's MLP (latencies, NodeTraining),
 // 32 samples a micro-batch, on one host of 4 devices like its inventory.
