@@ -22,11 +22,10 @@ absl::Status NoPlanMeetsThePins() {
 
 }  // namespace
 
-absl::StatusOr<bool> FitsWithAllowance(const StageSearchOptions& options,
-                                       const StageTable& table,
-                                       const std::vector<TrainingDevice>& devices,
-                                       double allowance, const CancellationToken& token,
-                                       std::vector<int>* cuts, std::vector<bool>* recompute) {
+absl::StatusOr<bool> FitsWithAllowance(const StageSearchOptions& options, const StageTable& table,
+                                       const std::vector<TrainingDevice>& devices, double allowance,
+                                       const CancellationToken& token, std::vector<int>* cuts,
+                                       std::vector<bool>* recompute) {
   int64_t work = 0;
   const int stages = table.stages();
   const int n = table.items();
@@ -88,7 +87,8 @@ absl::StatusOr<bool> FitsWithAllowance(const StageSearchOptions& options,
 }
 
 absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
-                    const std::vector<TrainingDevice>& devices, const CancellationToken& token) {
+                    const std::vector<TrainingDevice>& devices, const CancellationToken& token,
+                    const ClosePlan* close) {
   const int stages = table.stages();
   std::vector<int> cuts(stages + 1, 0);
   cuts[stages] = table.items();
@@ -99,7 +99,7 @@ absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
     const int even = static_cast<int>(static_cast<int64_t>(table.items()) * (k + 1) / stages);
     cuts[k + 1] = std::clamp(even, low, high);
   }
-  if (!even_split && !table.one_chunk()) {
+  if (!even_split && !table.one_chunk() && close == nullptr) {
     return absl::FailedPreconditionError(
         "no plan fits the devices' memory and meets the pins (the search tried every cut)");
   }
@@ -123,7 +123,7 @@ absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
     for (int grow = 0; grow < 8 && !fits; ++grow, high *= 4) {
       PARTPLAN_RETURN_IF_ERROR(token.Check());
       PARTPLAN_ASSIGN_OR_RETURN(fits, FitsWithAllowance(options, table, devices, high, token,
-                                                         &best_cuts, &best_recompute));
+                                                        &best_cuts, &best_recompute));
       if (fits) break;
     }
     if (!fits) return NoPlanMeetsThePins();
@@ -133,9 +133,9 @@ absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
         const double mid = (low + high) / 2;
         std::vector<int> mid_cuts;
         std::vector<bool> mid_recompute;
-        PARTPLAN_ASSIGN_OR_RETURN(const bool mid_fits,
-                                  FitsWithAllowance(options, table, devices, mid, token,
-                                                    &mid_cuts, &mid_recompute));
+        PARTPLAN_ASSIGN_OR_RETURN(
+            const bool mid_fits,
+            FitsWithAllowance(options, table, devices, mid, token, &mid_cuts, &mid_recompute));
         if (mid_fits) {
           high = mid;
           best_cuts = std::move(mid_cuts);
@@ -146,25 +146,46 @@ absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
       }
       cuts = std::move(best_cuts);
       recompute = std::move(best_recompute);
-      how = "in the plan that comes closest (the least largest shortfall over every cut and "
-            "recompute choice)";
+      how =
+          "in the plan that comes closest (the least largest shortfall over every cut and "
+          "recompute choice)";
     }
   }
-  std::vector<StageFootprint> footprints;
-  for (int k = 0; k < stages; ++k) {
-    footprints.push_back(table.Footprint(cuts[k], cuts[k + 1], recompute[k]));
-  }
-  int worst = 0;
-  double worst_short = -kInfinity;
-  double worst_peak = 0;
-  for (int d = 0; d < options.schedule.devices; ++d) {
-    const double peak = table.DevicePeak(d, footprints);
-    if (peak - devices[d].memory_bytes > worst_short) {
-      worst_short = peak - devices[d].memory_bytes;
-      worst = d;
-      worst_peak = peak;
+  // The device short the most in a plan, its peak and its shortfall.
+  struct Worst {
+    int device = 0;
+    double peak = 0;
+    double short_bytes = -kInfinity;
+  };
+  const auto worst_of = [&](const std::vector<int>& plan_cuts,
+                            const std::vector<bool>& plan_recompute) {
+    std::vector<StageFootprint> footprints;
+    for (int k = 0; k < stages; ++k) {
+      footprints.push_back(table.Footprint(plan_cuts[k], plan_cuts[k + 1], plan_recompute[k]));
+    }
+    Worst worst;
+    for (int d = 0; d < options.schedule.devices; ++d) {
+      const double peak = table.DevicePeak(d, footprints);
+      if (peak - devices[d].memory_bytes > worst.short_bytes) {
+        worst = {d, peak, peak - devices[d].memory_bytes};
+      }
+    }
+    return worst;
+  };
+  Worst chosen;
+  if (even_split || table.one_chunk()) chosen = worst_of(cuts, recompute);
+  if (close != nullptr && !table.one_chunk()) {
+    const Worst greedy = worst_of(close->cuts, close->recompute);
+    if (!even_split || greedy.short_bytes < chosen.short_bytes) {
+      chosen = greedy;
+      how =
+          "in the plan found to come closest (by bisection on a memory allowance; the "
+          "least largest shortfall over every cut where each search finished)";
     }
   }
+  const int worst = chosen.device;
+  const double worst_short = chosen.short_bytes;
+  const double worst_peak = chosen.peak;
   return absl::FailedPreconditionError(absl::StrCat(
       "no plan fits the devices' memory (the search tried every cut); ", how, ", device ",
       devices[worst].name.empty() ? absl::StrCat(worst)

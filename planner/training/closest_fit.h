@@ -23,19 +23,26 @@ namespace stage_search_internal {
 // memory plus `allowance` bytes, and if so such cuts and choices. Stage by
 // stage, the starts reachable so far each reach an interval of ends per
 // recompute choice (memory only grows with the end): O(P n log n).
-absl::StatusOr<bool> FitsWithAllowance(const StageSearchOptions& options,
-                                       const StageTable& table,
-                                       const std::vector<TrainingDevice>& devices,
-                                       double allowance, const CancellationToken& token,
-                                       std::vector<int>* cuts, std::vector<bool>* recompute);
+absl::StatusOr<bool> FitsWithAllowance(const StageSearchOptions& options, const StageTable& table,
+                                       const std::vector<TrainingDevice>& devices, double allowance,
+                                       const CancellationToken& token, std::vector<int>* cuts,
+                                       std::vector<bool>* recompute);
+
+// A plan's cuts and recompute choices.
+struct ClosePlan {
+  std::vector<int> cuts;  // empty: none
+  std::vector<bool> recompute;
+};
 
 // The FAILED_PRECONDITION when no plan exists: the pins, or memory, naming
 // the device short the most, and by how much, in the plan that comes
 // closest: with one chunk per device, the least largest shortfall over
 // every cut and recompute choice (bisection on FitsWithAllowance, to the
-// byte); with several, the nodes spread evenly.
+// byte); with several, the better of the nodes spread evenly and `close`
+// (null: none; stage_search.cc's ClosestPlan).
 absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
-                    const std::vector<TrainingDevice>& devices, const CancellationToken& token);
+                    const std::vector<TrainingDevice>& devices, const CancellationToken& token,
+                    const ClosePlan* close);
 
 }  // namespace stage_search_internal
 }  // namespace partplan

@@ -14,6 +14,7 @@
 namespace partplan {
 namespace {
 
+using stage_search_internal::ClosePlan;
 using stage_search_internal::FitsWithAllowance;
 using stage_search_internal::kInfinity;
 using stage_search_internal::LastFitting;
@@ -109,9 +110,7 @@ class Search {
     return absl::OkStatus();
   }
 
-  absl::Status Run() {
-    return Extend(0, 0, 0, suffix_ != nullptr ? suffix_->At(0, 0) : 0.0);
-  }
+  absl::Status Run() { return Extend(0, 0, 0, suffix_ != nullptr ? suffix_->At(0, 0) : 0.0); }
 
   // The most over devices of their first op's earliest start, their work
   // (B times their stages' F + B + W) and, when their last op is a
@@ -132,7 +131,8 @@ class Search {
     double bound = 0;
     for (int d = 0; d < options_.schedule.devices; ++d) {
       const int tail = table_.tail_stage(d);
-      bound = std::max(bound, start[d] + micro_batches * busy[d] + (tail >= 0 ? gradient[tail] : 0));
+      bound =
+          std::max(bound, start[d] + micro_batches * busy[d] + (tail >= 0 ? gradient[tail] : 0));
     }
     return bound;
   }
@@ -165,8 +165,8 @@ class Search {
 
   // The ends and recompute choices of stage `stage` worth trying, with a
   // bound on the step of every plan through them.
-  absl::Status Children(int stage, int begin, int64_t bytes, double node_bound, int low,
-                        int high, std::vector<Child>* children) {
+  absl::Status Children(int stage, int begin, int64_t bytes, double node_bound, int low, int high,
+                        std::vector<Child>* children) {
     const int device = table_.device_of(stage);
     const bool opens_device = stage < options_.schedule.devices;
     const bool closes_device = last_stage_of_device_[device] == stage;
@@ -344,7 +344,7 @@ class Search {
   std::vector<StageFootprint> footprints_;
   std::vector<int> cuts_;
   std::vector<bool> recompute_;
-  std::vector<double> speed_from_;  // total speed of the devices of stages k..
+  std::vector<double> speed_from_;    // total speed of the devices of stages k..
   std::vector<double> fastest_from_;  // the fastest of them
   std::vector<int> last_stage_of_device_;
   std::vector<double> device_busy_;   // per device, its chosen stages' F + B + W
@@ -380,8 +380,8 @@ std::vector<int> GreedyCuts(const StageSearchOptions& options, const StageTable&
     if (!table.EndRange(k, cuts[k], &low, &high)) return {};
     const int device = table.device_of(k);
     const int chunk = k / options.schedule.devices;
-    const double share =
-        keep_shares ? devices[device].memory_bytes * (chunk + 1) / chunks : devices[device].memory_bytes;
+    const double share = keep_shares ? devices[device].memory_bytes * (chunk + 1) / chunks
+                                     : devices[device].memory_bytes;
     const auto fits = [&](int end, bool recompute_stage) {
       double forward = 0, backward = 0, weight = 0;
       table.Costs(k, cuts[k], end, recompute_stage, &forward, &backward, &weight);
@@ -406,6 +406,101 @@ std::vector<int> GreedyCuts(const StageSearchOptions& options, const StageTable&
     chosen[k] = table.Footprint(cuts[k], end, (*recompute)[k]);
   }
   return cuts;
+}
+
+// Problems up to this many items x stages get ClosestPlan's bisection by
+// search: a few tens of searches, each settling its allowance exactly.
+constexpr int64_t kMostWorkForExactClosest = 4096;
+
+// With several chunks per device, when no plan fits, the plan that comes
+// closest. A device's peak with several chunks does not decompose by stage,
+// so no reachability settles it as with one chunk. First, among the greedy
+// first plans (GreedyCuts, no time limit, both ways of sharing a device's
+// memory) by bisection on an allowance of bytes every device gets; then,
+// for small problems, by bisection below that with the search deciding
+// whether anything fits each allowance: exact where the searches finish.
+// NoPlan reports the better of it and the even split.
+absl::StatusOr<ClosePlan> ClosestPlan(const StageSearchOptions& options, const TrainingChain& chain,
+                                      const StageTable& table,
+                                      const std::vector<TrainingDevice>& devices,
+                                      const CancellationToken& token) {
+  ClosePlan best;
+  double best_short = kInfinity;
+  const auto try_allowance = [&](double allowance) {
+    std::vector<TrainingDevice> roomier = devices;
+    for (TrainingDevice& device : roomier) device.memory_bytes += allowance;
+    bool found = false;
+    for (const bool keep_shares : {true, false}) {
+      std::vector<bool> recompute;
+      const std::vector<int> cuts =
+          GreedyCuts(options, table, roomier, kInfinity, keep_shares, &recompute);
+      if (cuts.empty()) continue;
+      found = true;
+      std::vector<StageFootprint> footprints;
+      for (int k = 0; k < table.stages(); ++k) {
+        footprints.push_back(table.Footprint(cuts[k], cuts[k + 1], recompute[k]));
+      }
+      double most = -kInfinity;
+      for (size_t d = 0; d < devices.size(); ++d) {
+        most = std::max(
+            most, table.DevicePeak(static_cast<int>(d), footprints) - devices[d].memory_bytes);
+      }
+      if (most < best_short) {
+        best_short = most;
+        best.cuts = cuts;
+        best.recompute = std::move(recompute);
+      }
+    }
+    return found;
+  };
+  double high = 1;
+  for (const TrainingDevice& device : devices) high = std::max(high, device.memory_bytes);
+  bool found = false;
+  for (int grow = 0; grow < 64 && !found; ++grow, high *= 2) {
+    PARTPLAN_RETURN_IF_ERROR(token.Check());
+    found = try_allowance(high);
+    if (found) break;
+  }
+  if (!found) return best;  // the pins leave no greedy plan: NoPlan says so
+  double low = 0;
+  for (int round = 0; round < 64 && high - low > 0.5; ++round) {
+    PARTPLAN_RETURN_IF_ERROR(token.Check());
+    const double mid = (low + high) / 2;
+    (try_allowance(mid) ? high : low) = mid;
+  }
+  if (static_cast<int64_t>(table.items()) * table.stages() > kMostWorkForExactClosest) {
+    return best;
+  }
+  // Small problems: bisection again below the greedy's shortfall, the
+  // search deciding whether a plan fits each allowance. Where every search
+  // finishes, that is the least largest shortfall over every cut.
+  StageSearchOptions probe = options;
+  probe.explain_no_plan = false;
+  low = 0;
+  high = std::max(0.0, best_short);
+  for (int round = 0; round < 64 && high - low > 0.5; ++round) {
+    PARTPLAN_RETURN_IF_ERROR(token.Check());
+    const double mid = (low + high) / 2;
+    std::vector<TrainingDevice> roomier = devices;
+    for (TrainingDevice& device : roomier) device.memory_bytes += mid;
+    absl::StatusOr<TrainingStagePlan> plan = PlanTrainingStages(probe, chain, roomier, token);
+    if (!plan.ok()) {
+      if (plan.status().code() != absl::StatusCode::kFailedPrecondition) return plan.status();
+      low = mid;
+      continue;
+    }
+    high = mid;
+    double most = -kInfinity;
+    for (size_t d = 0; d < devices.size(); ++d) {
+      most = std::max(most, plan->memory[d].peak_bytes - devices[d].memory_bytes);
+    }
+    if (most < best_short) {
+      best_short = most;
+      best.cuts = plan->cuts;
+      best.recompute = plan->recompute;
+    }
+  }
+  return best;
 }
 
 // Moves single cuts by 1, 2, 4, ... items either way (up to 64 or a
@@ -523,8 +618,7 @@ absl::Status StageSearchOptions::CheckAndSetup(const TrainingChain& chain,
     }
   }
   if (static_cast<int>(chain.live_bytes.size()) != n + 1) {
-    return InvalidFieldError("chain.live_bytes", absl::StrCat("expected ", n + 1,
-                                                              " entries, got ",
+    return InvalidFieldError("chain.live_bytes", absl::StrCat("expected ", n + 1, " entries, got ",
                                                               chain.live_bytes.size()));
   }
   for (int c = 0; c <= n; ++c) {
@@ -534,8 +628,8 @@ absl::Status StageSearchOptions::CheckAndSetup(const TrainingChain& chain,
     }
   }
   if (!chain.placement.empty() && static_cast<int>(chain.placement.size()) != n) {
-    return InvalidFieldError("chain.placement", absl::StrCat("expected ", n, " entries, got ",
-                                                             chain.placement.size()));
+    return InvalidFieldError(
+        "chain.placement", absl::StrCat("expected ", n, " entries, got ", chain.placement.size()));
   }
   for (size_t p = 0; p < chain.shared_saves.size(); ++p) {
     const SharedSave& pair = chain.shared_saves[p];
@@ -564,8 +658,8 @@ absl::Status StageSearchOptions::CheckAndSetup(const TrainingChain& chain,
     }
   }
   if (static_cast<int>(devices.size()) != schedule.devices) {
-    return InvalidFieldError("devices", absl::StrCat("expected ", schedule.devices,
-                                                     " devices, got ", devices.size()));
+    return InvalidFieldError(
+        "devices", absl::StrCat("expected ", schedule.devices, " devices, got ", devices.size()));
   }
   for (size_t d = 0; d < devices.size(); ++d) {
     const TrainingDevice& device = devices[d];
@@ -647,8 +741,7 @@ absl::StatusOr<TrainingStagePlan> TrainingStagesEvaluator::Evaluate(
   const int stages = options.schedule.stages();
   const int n = static_cast<int>(chain_.items.size());
   if (static_cast<int>(cuts.size()) != stages + 1 || cuts.front() != 0 || cuts.back() != n) {
-    return InvalidFieldError("cuts",
-                             absl::StrCat("expected ", stages + 1, " cuts from 0 to ", n));
+    return InvalidFieldError("cuts", absl::StrCat("expected ", stages + 1, " cuts from 0 to ", n));
   }
   for (int k = 0; k < stages; ++k) {
     if (cuts[k] >= cuts[k + 1]) {
@@ -664,8 +757,7 @@ absl::StatusOr<TrainingStagePlan> TrainingStagesEvaluator::Evaluate(
   table.PlanCosts(cuts, recompute, &plan.costs, &plan.footprints, &plan.crossing_bytes);
   PARTPLAN_ASSIGN_OR_RETURN(plan.timeline, SimulateSchedule(options.schedule, plan.costs, token));
   PARTPLAN_ASSIGN_OR_RETURN(plan.memory, DeviceMemoryUnder(options.schedule, plan.timeline,
-                                                           options.memory, plan.footprints,
-                                                           token));
+                                                           options.memory, plan.footprints, token));
   std::vector<double> device_end(options.schedule.devices, 0);
   for (int d = 0; d < options.schedule.devices; ++d) {
     if (!plan.timeline.devices[d].empty()) device_end[d] = plan.timeline.devices[d].back().end;
@@ -676,10 +768,12 @@ absl::StatusOr<TrainingStagePlan> TrainingStagesEvaluator::Evaluate(
   return plan;
 }
 
-absl::StatusOr<TrainingStagePlan> EvaluateTrainingStages(
-    const StageSearchOptions& options, const TrainingChain& chain,
-    const std::vector<TrainingDevice>& devices, const std::vector<int>& cuts,
-    const std::vector<bool>& recompute, const CancellationToken& token) {
+absl::StatusOr<TrainingStagePlan> EvaluateTrainingStages(const StageSearchOptions& options,
+                                                         const TrainingChain& chain,
+                                                         const std::vector<TrainingDevice>& devices,
+                                                         const std::vector<int>& cuts,
+                                                         const std::vector<bool>& recompute,
+                                                         const CancellationToken& token) {
   PARTPLAN_ASSIGN_OR_RETURN(const std::unique_ptr<TrainingStagesEvaluator> evaluator,
                             TrainingStagesEvaluator::Create(options, chain, devices, token));
   return evaluator->Evaluate(cuts, recompute, token);
@@ -720,7 +814,8 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
       (GreedyCuts(options, table, devices, mid, keep_shares, &recompute).empty() ? low : high) =
           mid;
     }
-    const std::vector<int> cuts = GreedyCuts(options, table, devices, high, keep_shares, &recompute);
+    const std::vector<int> cuts =
+        GreedyCuts(options, table, devices, high, keep_shares, &recompute);
     PARTPLAN_RETURN_IF_ERROR(search.Offer(cuts, recompute));
   }
   if (!std::isfinite(search.best().step) && table.one_chunk()) {
@@ -747,7 +842,10 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
     if (!options.explain_no_plan) {
       return absl::FailedPreconditionError("no plan that fits the devices' memory was found");
     }
-    return NoPlan(options, table, devices, token);
+    if (table.one_chunk()) return NoPlan(options, table, devices, token, nullptr);
+    PARTPLAN_ASSIGN_OR_RETURN(const ClosePlan close,
+                              ClosestPlan(options, chain, table, devices, token));
+    return NoPlan(options, table, devices, token, close.cuts.empty() ? nullptr : &close);
   }
   PARTPLAN_ASSIGN_OR_RETURN(TrainingStagePlan plan,
                             EvaluateTrainingStages(options, chain, devices, search.best().cuts,
@@ -760,8 +858,8 @@ absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& o
     plan.lower_bound = std::min(plan.step_seconds, search.least_unexplored());
     if (table.one_chunk()) plan.lower_bound = std::max(plan.lower_bound, suffix.At(0, 0));
     if (options.max_search_nodes == 0) plan.lower_bound = table.one_chunk() ? suffix.At(0, 0) : 0;
-    plan.lower_bound =
-        std::min(plan.step_seconds, std::max(plan.lower_bound, AnyPlanBound(options, chain, devices)));
+    plan.lower_bound = std::min(plan.step_seconds,
+                                std::max(plan.lower_bound, AnyPlanBound(options, chain, devices)));
   }
   return plan;
 }

@@ -167,7 +167,10 @@ struct TrainingStagePlan {
 // FAILED_PRECONDITION when no plan fits: naming the device short the most,
 // and by how many bytes, in the plan that comes closest (with one chunk per
 // device: the least largest shortfall over every cut and recompute choice;
-// with several: the nodes spread evenly), or saying the pins cannot be met.
+// with several: the closest found by bisection on a memory allowance, with
+// the search for problems up to 4,096 items x stages, which is that least
+// where each search finishes, else among the greedy first plans, and never
+// worse than the nodes spread evenly), or saying the pins cannot be met.
 // INVALID_ARGUMENT from CheckAndSetup; the token's status when it fires.
 absl::StatusOr<TrainingStagePlan> PlanTrainingStages(const StageSearchOptions& options,
                                                      const TrainingChain& chain,

@@ -408,6 +408,61 @@ TEST(StageSearchTest, ShortfallIsTheLeastOverEveryCut) {
   EXPECT_GT(checked, 100);
 }
 
+
+// With several chunks per device, on problems this small (the searches
+// finish), the shortfall reported is the least largest one over every cut
+// and recompute choice, as trying them all finds; and never above the even
+// split's.
+TEST(StageSearchTest, InterleavedShortfallIsTheLeastOverEveryCut) {
+  std::mt19937 random(33);
+  int checked = 0;
+  for (int i = 0; i < 600; ++i) {
+    Instance instance = RandomInstance(PipelineSchedule::kInterleaved1F1B, random);
+    if (!instance.chain.placement.empty() || !instance.chain.tied.empty()) continue;
+    for (TrainingDevice& device : instance.devices) {
+      if (std::isinf(device.memory_bytes)) device.memory_bytes = 10;
+      device.memory_bytes = std::floor(device.memory_bytes / 3);
+    }
+    const absl::StatusOr<TrainingStagePlan> plan =
+        PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+    if (plan.ok()) continue;
+    ASSERT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition) << plan.status();
+    const std::string message(plan.status().message());
+    const size_t at = message.find(" more than its ");
+    if (at == std::string::npos) continue;  // not a memory shortfall
+    const size_t start = message.rfind(' ', at - 1) + 1;
+    const double reported = std::stod(message.substr(start, at - start));
+    double least = kInfinity;
+    ForEveryPlan(instance, [&](const TrainingStagePlan& each) {
+      double most = -kInfinity;
+      for (size_t d = 0; d < instance.devices.size(); ++d) {
+        most = std::max(most, each.memory[d].peak_bytes - instance.devices[d].memory_bytes);
+      }
+      least = std::min(least, most);
+    });
+    // The even split, every stage recomputing when allowed, as NoPlan makes it.
+    const int stages = instance.options.schedule.stages();
+    const int n = static_cast<int>(instance.chain.items.size());
+    std::vector<int> cuts(stages + 1, 0);
+    for (int k = 0; k < stages; ++k) cuts[k + 1] = n * (k + 1) / stages;
+    const std::vector<bool> recompute(stages,
+                                      instance.options.recompute != RecomputeChoice::kNever);
+    auto evaluator = TrainingStagesEvaluator::Create(instance.options, instance.chain,
+                                                     instance.devices, NoDeadline());
+    ASSERT_TRUE(evaluator.ok()) << evaluator.status();
+    const absl::StatusOr<TrainingStagePlan> even = (*evaluator)->Evaluate(cuts, recompute, NoDeadline());
+    ASSERT_TRUE(even.ok()) << even.status();
+    double even_short = -kInfinity;
+    for (size_t d = 0; d < instance.devices.size(); ++d) {
+      even_short = std::max(even_short, even->memory[d].peak_bytes - instance.devices[d].memory_bytes);
+    }
+    EXPECT_EQ(reported, std::ceil(least)) << "instance " << i << ": " << message;
+    EXPECT_LE(reported, std::ceil(std::max(0.0, even_short))) << "instance " << i << ": " << message;
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
+}
+
 TEST(StageSearchTest, ConflictingPinsAreAFailedPrecondition) {
   Instance instance;
   instance.options.schedule = Options(PipelineSchedule::kGpipe, 2, 2);
