@@ -86,6 +86,22 @@ absl::StatusOr<bool> FitsWithAllowance(const StageSearchOptions& options, const 
   return true;
 }
 
+Shortfall LargestShortfall(const StageTable& table, const std::vector<TrainingDevice>& devices,
+                           const std::vector<int>& cuts, const std::vector<bool>& recompute) {
+  std::vector<StageFootprint> footprints;
+  for (int k = 0; k < table.stages(); ++k) {
+    footprints.push_back(table.Footprint(cuts[k], cuts[k + 1], recompute[k]));
+  }
+  Shortfall worst;
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const double peak = table.DevicePeak(static_cast<int>(d), footprints);
+    if (peak - devices[d].memory_bytes > worst.bytes) {
+      worst = {static_cast<int>(d), peak, peak - devices[d].memory_bytes};
+    }
+  }
+  return worst;
+}
+
 absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
                     const std::vector<TrainingDevice>& devices, const CancellationToken& token,
                     const ClosePlan* close) {
@@ -151,40 +167,19 @@ absl::Status NoPlan(const StageSearchOptions& options, const StageTable& table,
           "recompute choice)";
     }
   }
-  // The device short the most in a plan, its peak and its shortfall.
-  struct Worst {
-    int device = 0;
-    double peak = 0;
-    double short_bytes = -kInfinity;
-  };
-  const auto worst_of = [&](const std::vector<int>& plan_cuts,
-                            const std::vector<bool>& plan_recompute) {
-    std::vector<StageFootprint> footprints;
-    for (int k = 0; k < stages; ++k) {
-      footprints.push_back(table.Footprint(plan_cuts[k], plan_cuts[k + 1], plan_recompute[k]));
-    }
-    Worst worst;
-    for (int d = 0; d < options.schedule.devices; ++d) {
-      const double peak = table.DevicePeak(d, footprints);
-      if (peak - devices[d].memory_bytes > worst.short_bytes) {
-        worst = {d, peak, peak - devices[d].memory_bytes};
-      }
-    }
-    return worst;
-  };
-  Worst chosen;
-  if (even_split || table.one_chunk()) chosen = worst_of(cuts, recompute);
+  Shortfall chosen;
+  if (even_split || table.one_chunk()) chosen = LargestShortfall(table, devices, cuts, recompute);
   if (close != nullptr && !table.one_chunk()) {
-    const Worst greedy = worst_of(close->cuts, close->recompute);
-    if (!even_split || greedy.short_bytes < chosen.short_bytes) {
-      chosen = greedy;
+    const Shortfall closer = LargestShortfall(table, devices, close->cuts, close->recompute);
+    if (!even_split || closer.bytes < chosen.bytes) {
+      chosen = closer;
       how =
           "in the plan found to come closest (by bisection on a memory allowance; the "
           "least largest shortfall over every cut where each search finished)";
     }
   }
   const int worst = chosen.device;
-  const double worst_short = chosen.short_bytes;
+  const double worst_short = chosen.bytes;
   const double worst_peak = chosen.peak;
   return absl::FailedPreconditionError(absl::StrCat(
       "no plan fits the devices' memory (the search tried every cut); ", how, ", device ",

@@ -8,6 +8,7 @@
 #ifndef PARTPLAN_PLANNER_TRAINING_CLOSEST_FIT_H_
 #define PARTPLAN_PLANNER_TRAINING_CLOSEST_FIT_H_
 
+#include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -27,6 +28,16 @@ absl::StatusOr<bool> FitsWithAllowance(const StageSearchOptions& options, const 
                                        const std::vector<TrainingDevice>& devices, double allowance,
                                        const CancellationToken& token, std::vector<int>* cuts,
                                        std::vector<bool>* recompute);
+
+// The device short the most in the plan of `cuts` and `recompute`: its
+// index, its peak and by how many bytes (negative when every device fits).
+struct Shortfall {
+  int device = 0;
+  double peak = 0;
+  double bytes = -std::numeric_limits<double>::infinity();
+};
+Shortfall LargestShortfall(const StageTable& table, const std::vector<TrainingDevice>& devices,
+                           const std::vector<int>& cuts, const std::vector<bool>& recompute);
 
 // A plan's cuts and recompute choices.
 struct ClosePlan {

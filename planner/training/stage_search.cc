@@ -15,6 +15,7 @@ namespace partplan {
 namespace {
 
 using stage_search_internal::ClosePlan;
+using stage_search_internal::LargestShortfall;
 using stage_search_internal::FitsWithAllowance;
 using stage_search_internal::kInfinity;
 using stage_search_internal::LastFitting;
@@ -436,15 +437,7 @@ absl::StatusOr<ClosePlan> ClosestPlan(const StageSearchOptions& options, const T
           GreedyCuts(options, table, roomier, kInfinity, keep_shares, &recompute);
       if (cuts.empty()) continue;
       found = true;
-      std::vector<StageFootprint> footprints;
-      for (int k = 0; k < table.stages(); ++k) {
-        footprints.push_back(table.Footprint(cuts[k], cuts[k + 1], recompute[k]));
-      }
-      double most = -kInfinity;
-      for (size_t d = 0; d < devices.size(); ++d) {
-        most = std::max(
-            most, table.DevicePeak(static_cast<int>(d), footprints) - devices[d].memory_bytes);
-      }
+      const double most = LargestShortfall(table, devices, cuts, recompute).bytes;
       if (most < best_short) {
         best_short = most;
         best.cuts = cuts;
@@ -490,10 +483,7 @@ absl::StatusOr<ClosePlan> ClosestPlan(const StageSearchOptions& options, const T
       continue;
     }
     high = mid;
-    double most = -kInfinity;
-    for (size_t d = 0; d < devices.size(); ++d) {
-      most = std::max(most, plan->memory[d].peak_bytes - devices[d].memory_bytes);
-    }
+    const double most = LargestShortfall(table, devices, plan->cuts, plan->recompute).bytes;
     if (most < best_short) {
       best_short = most;
       best.cuts = plan->cuts;

@@ -92,6 +92,16 @@ Best Exhaustive(const Instance& instance) {
   return best;
 }
 
+// The most any device of `plan` needs beyond its memory (negative when all
+// fit).
+double LargestShortfall(const Instance& instance, const TrainingStagePlan& plan) {
+  double most = -kInfinity;
+  for (size_t d = 0; d < instance.devices.size(); ++d) {
+    most = std::max(most, plan.memory[d].peak_bytes - instance.devices[d].memory_bytes);
+  }
+  return most;
+}
+
 Instance RandomInstance(PipelineSchedule schedule, std::mt19937& random) {
   const auto uniform = [&random](int low, int high) {
     return std::uniform_int_distribution<int>(low, high)(random);
@@ -390,11 +400,7 @@ TEST(StageSearchTest, ShortfallIsTheLeastOverEveryCut) {
     // Every cut and choice: the least over plans of the largest shortfall.
     double least = kInfinity;
     ForEveryPlan(instance, [&](const TrainingStagePlan& each) {
-      double most = -kInfinity;
-      for (size_t d = 0; d < instance.devices.size(); ++d) {
-        most = std::max(most, each.memory[d].peak_bytes - instance.devices[d].memory_bytes);
-      }
-      least = std::min(least, most);
+      least = std::min(least, LargestShortfall(instance, each));
     });
     if (std::isinf(least)) {
       EXPECT_NE(plan.status().message().find("pins"), std::string::npos) << plan.status();
@@ -434,11 +440,7 @@ TEST(StageSearchTest, InterleavedShortfallIsTheLeastOverEveryCut) {
     const double reported = std::stod(message.substr(start, at - start));
     double least = kInfinity;
     ForEveryPlan(instance, [&](const TrainingStagePlan& each) {
-      double most = -kInfinity;
-      for (size_t d = 0; d < instance.devices.size(); ++d) {
-        most = std::max(most, each.memory[d].peak_bytes - instance.devices[d].memory_bytes);
-      }
-      least = std::min(least, most);
+      least = std::min(least, LargestShortfall(instance, each));
     });
     // The even split, every stage recomputing when allowed, as NoPlan makes it.
     const int stages = instance.options.schedule.stages();
@@ -450,14 +452,13 @@ TEST(StageSearchTest, InterleavedShortfallIsTheLeastOverEveryCut) {
     auto evaluator = TrainingStagesEvaluator::Create(instance.options, instance.chain,
                                                      instance.devices, NoDeadline());
     ASSERT_TRUE(evaluator.ok()) << evaluator.status();
-    const absl::StatusOr<TrainingStagePlan> even = (*evaluator)->Evaluate(cuts, recompute, NoDeadline());
+    const absl::StatusOr<TrainingStagePlan> even =
+        (*evaluator)->Evaluate(cuts, recompute, NoDeadline());
     ASSERT_TRUE(even.ok()) << even.status();
-    double even_short = -kInfinity;
-    for (size_t d = 0; d < instance.devices.size(); ++d) {
-      even_short = std::max(even_short, even->memory[d].peak_bytes - instance.devices[d].memory_bytes);
-    }
+    const double even_short = LargestShortfall(instance, *even);
     EXPECT_EQ(reported, std::ceil(least)) << "instance " << i << ": " << message;
-    EXPECT_LE(reported, std::ceil(std::max(0.0, even_short))) << "instance " << i << ": " << message;
+    EXPECT_LE(reported, std::ceil(std::max(0.0, even_short)))
+        << "instance " << i << ": " << message;
     ++checked;
   }
   EXPECT_GT(checked, 100);
