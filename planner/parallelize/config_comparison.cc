@@ -12,20 +12,6 @@
 namespace partplan {
 namespace {
 
-std::string ScheduleName(const ParallelCandidate& c) {
-  switch (c.schedule) {
-    case PipelineSchedule::kGpipe:
-      return "GPipe";
-    case PipelineSchedule::k1F1B:
-      return "1F1B";
-    case PipelineSchedule::kInterleaved1F1B:
-      return absl::StrCat("interleaved 1F1B v=", c.chunks);
-    case PipelineSchedule::kZeroBubbleH1:
-      return "ZB-H1";
-  }
-  return "1F1B";
-}
-
 std::string Seconds(double seconds) {
   if (seconds >= 1) return absl::StrFormat("%.2f s", seconds);
   if (seconds >= 1e-3) return absl::StrFormat("%.1f ms", seconds * 1e3);
@@ -35,19 +21,6 @@ std::string Seconds(double seconds) {
 std::string GiB(double bytes) { return absl::StrFormat("%.1f GiB", bytes / (1u << 30)); }
 
 }  // namespace
-
-std::string DescribeConfig(const ParallelCandidate& c) {
-  std::string text =
-      absl::StrCat("t=", c.tensor, " p=", c.pipeline, " d=", c.data, " b=", c.micro_batch_size);
-  if (c.pipeline > 1) absl::StrAppend(&text, ", ", ScheduleName(c));
-  if (c.data > 1 && c.zero != ZeroStage::kNone) {
-    absl::StrAppend(&text, ", ZeRO-", static_cast<int>(c.zero));
-  }
-  if (c.recompute == LayerRecomputeMode::kSelective)
-    absl::StrAppend(&text, ", selective recompute");
-  if (c.recompute == LayerRecomputeMode::kFull) absl::StrAppend(&text, ", full recompute");
-  return text;
-}
 
 std::string WhyFirstBeatsSecond(const ParallelConfigResult& first,
                                 const ParallelConfigResult& second) {

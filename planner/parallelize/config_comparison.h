@@ -3,10 +3,10 @@
 // that differ the most, and the memory when it is what rules the loser's
 // choices out.
 //
-//   const std::string why = WhyFirstBeatsSecond(model, result.configs[0],
-//   result.configs[1]);
-//   // "t=8 p=4 d=32 b=1 (1F1B) takes 1.92 s a step, 0.18 s less than
-//   //  t=4 p=8 d=32 b=1 (1F1B): ..."
+//   const std::string why = WhyFirstBeatsSecond(result.configs[0], result.configs[1]);
+//   // "t=8 p=4 d=32 b=1, 1F1B, ZeRO-1 takes 1.92 s a step, 180.0 ms less than
+//   //  t=4 p=8 d=32 b=1, 1F1B, ZeRO-1 (2.10 s); on the device that ends the
+//   //  step, pipeline idle time ..."
 #ifndef PARTPLAN_PLANNER_PARALLELIZE_CONFIG_COMPARISON_H_
 #define PARTPLAN_PLANNER_PARALLELIZE_CONFIG_COMPARISON_H_
 
@@ -15,10 +15,6 @@
 #include "planner/parallelize/parallel_search.h"
 
 namespace partplan {
-
-// A configuration in a few words: "t=8 p=4 d=32 b=1, interleaved 1F1B v=2,
-// ZeRO-1, selective recompute".
-std::string DescribeConfig(const ParallelCandidate& candidate);
 
 std::string WhyFirstBeatsSecond(const ParallelConfigResult& first,
                                 const ParallelConfigResult& second);

@@ -23,8 +23,6 @@
 namespace partplan {
 namespace {
 
-v1::PipelineScheduleKind KindOf(PipelineSchedule schedule) { return ScheduleKindOf(schedule); }
-
 // The training planner's problem for `c` on ranks with `links`.
 absl::StatusOr<TrainingProblem> ProblemOn(const GraphModel& model,
                                           const ParallelizeOptions& options,
@@ -56,7 +54,7 @@ absl::StatusOr<TrainingProblem> ProblemOn(const GraphModel& model,
   InputLimits limits;
   PARTPLAN_ASSIGN_OR_RETURN(const DeviceList devices, ImportDevices(inventory, limits));
   v1::TrainingConfig config;
-  config.set_schedule(KindOf(c.schedule));
+  config.set_schedule(ScheduleKindOf(c.schedule));
   config.set_micro_batches(c.micro_batches);
   config.set_chunks_per_device(c.chunks);
   config.set_micro_batch_size(c.micro_batch_size);
@@ -126,7 +124,6 @@ absl::StatusOr<TransformerChain> BuildGraphChain(const GraphModel& model,
   }
   for (const TrainingDevice& device : problem.devices) {
     out.rank_speed.push_back(device.speed / reference_speed);
-    out.rank_layer_seconds.push_back(0);
   }
   out.chain = std::move(problem.chain);
   out.item_nodes = std::move(problem.item_nodes);

@@ -461,10 +461,6 @@ std::vector<std::vector<int>> TensorGroups(const ParallelizeCluster& cluster, in
 
 namespace {
 
-std::string CandidateText(const ParallelCandidate& c) {
-  return absl::StrCat("t=", c.tensor, " p=", c.pipeline, " d=", c.data, " b=", c.micro_batch_size);
-}
-
 // Plans `c` on `layout`: nullopt-like (a false `*fits`) when no stage
 // layout fits its devices' memory.
 absl::StatusOr<ParallelConfigResult> PlanCandidate(const ParallelizeProblem& problem,
@@ -674,7 +670,7 @@ absl::StatusOr<ParallelSearchResult> SearchParallelConfigs(const ParallelizeProb
         ++infeasible;
         if (infeasible_example.empty()) {
           infeasible_example =
-              absl::StrCat(CandidateText(item.candidate), ": ", planned.status().message());
+              absl::StrCat(DescribeConfig(item.candidate), ": ", planned.status().message());
         }
         continue;
       }

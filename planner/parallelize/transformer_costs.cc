@@ -4,7 +4,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 namespace partplan {
 namespace {
@@ -154,6 +157,20 @@ void AddItem(const ItemCosts& costs, double saved, double transient, double para
   out->item_times.push_back(costs.Sum());
 }
 
+std::string ScheduleName(const ParallelCandidate& c) {
+  switch (c.schedule) {
+    case PipelineSchedule::kGpipe:
+      return "GPipe";
+    case PipelineSchedule::k1F1B:
+      return "1F1B";
+    case PipelineSchedule::kInterleaved1F1B:
+      return absl::StrCat("interleaved 1F1B v=", c.chunks);
+    case PipelineSchedule::kZeroBubbleH1:
+      return "ZB-H1";
+  }
+  return "1F1B";
+}
+
 }  // namespace
 
 // ZeRO-2 reduce-scatters each micro-batch's gradients (it keeps no whole
@@ -270,10 +287,22 @@ TransformerChain BuildTransformerChain(const TransformerModel& m, const Parallel
   const double reference_seconds = layer.Sum().total();
   for (const RankLinks& rank : links) {
     const double seconds = LayerCosts(m, options, c, rank).Sum().total();
-    out.rank_layer_seconds.push_back(seconds);
     out.rank_speed.push_back(seconds > 0 ? reference_seconds / seconds : 1.0);
   }
   return out;
+}
+
+std::string DescribeConfig(const ParallelCandidate& c) {
+  std::string text =
+      absl::StrCat("t=", c.tensor, " p=", c.pipeline, " d=", c.data, " b=", c.micro_batch_size);
+  if (c.pipeline > 1) absl::StrAppend(&text, ", ", ScheduleName(c));
+  if (c.data > 1 && c.zero != ZeroStage::kNone) {
+    absl::StrAppend(&text, ", ZeRO-", static_cast<int>(c.zero));
+  }
+  if (c.recompute == LayerRecomputeMode::kSelective)
+    absl::StrAppend(&text, ", selective recompute");
+  if (c.recompute == LayerRecomputeMode::kFull) absl::StrAppend(&text, ", full recompute");
+  return text;
 }
 
 }  // namespace partplan

@@ -18,6 +18,7 @@
 #define PARTPLAN_PLANNER_PARALLELIZE_TRANSFORMER_COSTS_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "planner/parallelize/parallelize_problem.h"
@@ -48,6 +49,10 @@ struct ParallelCandidate {
   bool sequence_parallel() const { return tensor > 1; }
 };
 
+// A configuration in a few words: "t=8 p=4 d=32 b=1, interleaved 1F1B v=2,
+// ZeRO-1, selective recompute".
+std::string DescribeConfig(const ParallelCandidate& candidate);
+
 // What one pipeline rank's devices give the model (infinity where no bytes
 // move: t = 1, d = 1, p = 1).
 struct RankLinks {
@@ -70,9 +75,8 @@ struct TransformerChain {
   TrainingChain chain;
   // Per item, forward + backward + weight gradient, split.
   std::vector<ItemTime> item_times;
-  // One layer's forward + backward + weight seconds on each rank, and each
-  // rank's speed (the reference's over its own).
-  std::vector<double> rank_layer_seconds;
+  // Each rank's speed: the reference's layer seconds (forward + backward +
+  // weight) over its own.
   std::vector<double> rank_speed;
   // For a graph model: each item's node (NodeId).
   std::vector<int32_t> item_nodes;
