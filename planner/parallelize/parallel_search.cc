@@ -15,6 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "planner/base/status_util.h"
+#include "planner/parallelize/cluster_layout.h"
+#include "planner/parallelize/config_bounds.h"
 #include "planner/parallelize/graph_costs.h"
 #include "planner/training/training_chain.h"
 
@@ -36,117 +38,6 @@ constexpr int64_t kMaxLayoutWork = int64_t{1} << 27;
 // And the layouts kept (a summary of about 100 bytes each).
 constexpr int64_t kMaxLayouts = int64_t{1} << 18;
 
-// One way to lay t-device groups out as p ranks of d replicas: group
-// r d + j is replica j of rank r (Megatron-LM's order).
-// Only its summary is kept per layout (the lattice has many); the ranks'
-// links are made again (RanksOf) for the configurations planned.
-struct Layout {
-  int tensor = 1, pipeline = 1, data = 1;
-  RankLinks first;  // rank 0's: the reference of the costs
-  // The ranks' distinct links, with how many ranks have each: bounds
-  // are computed per distinct value.
-  std::vector<std::pair<RankLinks, int>> distinct;
-  double most_memory = 0;
-  double fastest_data_rate = 0;
-  double peak_flops_sum = 0;  // over every device used
-};
-
-bool SameLinks(const RankLinks& a, const RankLinks& b) {
-  return a.peak_flops == b.peak_flops && a.memory_bytes == b.memory_bytes &&
-         a.tensor_bytes_per_second == b.tensor_bytes_per_second &&
-         a.data_bytes_per_second == b.data_bytes_per_second &&
-         a.next_bytes_per_second == b.next_bytes_per_second;
-}
-
-// One direction between two devices: the host's link, else the slower of
-// the two devices' network shares.
-double LinkRate(const ParallelizeCluster& cluster, const ClusterDevice& a, const ClusterDevice& b) {
-  const DeviceType& ta = cluster.types[a.type];
-  const DeviceType& tb = cluster.types[b.type];
-  if (a.host == b.host) return ta.intra_host_bytes_per_second;
-  return std::min(ta.inter_host_bytes_per_second, tb.inter_host_bytes_per_second);
-}
-
-// The slowest link of a ring through `devices` (infinity for one device).
-double RingRate(const ParallelizeCluster& cluster, const std::vector<const ClusterDevice*>& ring) {
-  if (ring.size() <= 1) return kInfinity;
-  double rate = kInfinity;
-  for (size_t i = 0; i < ring.size(); ++i) {
-    rate = std::min(rate, LinkRate(cluster, *ring[i], *ring[(i + 1) % ring.size()]));
-  }
-  return rate;
-}
-
-// Each pipeline rank's links when tensor groups `groups` make p ranks of
-// d replicas; `*peak_flops_sum` (if not null) adds every device's peak.
-std::vector<RankLinks> RanksOf(const ParallelizeCluster& cluster,
-                               const std::vector<std::vector<int>>& groups, int t, int p, int d,
-                               double* peak_flops_sum) {
-  std::vector<RankLinks> ranks;
-  ranks.reserve(p);
-  auto device = [&](int rank, int replica, int tensor_rank) -> const ClusterDevice& {
-    return cluster.free[groups[rank * d + replica][tensor_rank]];
-  };
-  std::vector<const ClusterDevice*> ring;
-  for (int r = 0; r < p; ++r) {
-    RankLinks links;
-    links.peak_flops = kInfinity;
-    links.memory_bytes = kInfinity;
-    links.tensor_bytes_per_second = kInfinity;
-    links.data_bytes_per_second = kInfinity;
-    links.next_bytes_per_second = kInfinity;
-    for (int j = 0; j < d; ++j) {
-      ring.clear();
-      for (int k = 0; k < t; ++k) {
-        const ClusterDevice& dev = device(r, j, k);
-        const DeviceType& type = cluster.types[dev.type];
-        links.peak_flops = std::min(links.peak_flops, type.peak_flops);
-        links.memory_bytes = std::min(links.memory_bytes, type.memory_bytes);
-        if (peak_flops_sum != nullptr) *peak_flops_sum += type.peak_flops;
-        ring.push_back(&dev);
-      }
-      links.tensor_bytes_per_second =
-          std::min(links.tensor_bytes_per_second, RingRate(cluster, ring));
-      if (p > 1) {
-        links.next_bytes_per_second =
-            std::min(links.next_bytes_per_second,
-                     LinkRate(cluster, device(r, j, 0), device((r + 1) % p, j, 0)));
-      }
-    }
-    // Each tensor rank's data-parallel ring crosses the same hosts as the
-    // first's unless groups cross hosts; the first's stands for them.
-    ring.clear();
-    for (int j = 0; j < d; ++j) ring.push_back(&device(r, j, 0));
-    links.data_bytes_per_second = RingRate(cluster, ring);
-    ranks.push_back(links);
-  }
-  return ranks;
-}
-
-Layout MakeLayout(const ParallelizeCluster& cluster, const std::vector<std::vector<int>>& groups,
-                  int t, int p, int d) {
-  Layout layout;
-  layout.tensor = t;
-  layout.pipeline = p;
-  layout.data = d;
-  const std::vector<RankLinks> ranks = RanksOf(cluster, groups, t, p, d, &layout.peak_flops_sum);
-  layout.first = ranks[0];
-  for (const RankLinks& links : ranks) {
-    layout.most_memory = std::max(layout.most_memory, links.memory_bytes);
-    layout.fastest_data_rate = std::max(layout.fastest_data_rate, links.data_bytes_per_second);
-    bool seen = false;
-    for (auto& [value, count] : layout.distinct) {
-      if (SameLinks(value, links)) {
-        ++count;
-        seen = true;
-        break;
-      }
-    }
-    if (!seen) layout.distinct.push_back({links, 1});
-  }
-  return layout;
-}
-
 std::vector<int> Divisors(int n) {
   std::vector<int> small, large;
   for (int i = 1; static_cast<int64_t>(i) * i <= n; ++i) {
@@ -167,140 +58,6 @@ struct Bounded {
 
 bool BoundedBefore(const Bounded& a, const Bounded& b) {
   return std::tie(a.bound, a.serial) < std::tie(b.bound, b.serial);
-}
-
-// The training planner's memory options of configuration `c`.
-TrainingMemoryOptions MemoryOptionsOf(const ParallelizeOptions& options,
-                                      const ParallelCandidate& c) {
-  TrainingMemoryOptions memory;
-  memory.weight_bytes = options.state_bytes.weights;
-  memory.gradient_bytes = options.state_bytes.gradients;
-  memory.optimizer_bytes = options.state_bytes.optimizer;
-  memory.data_parallel = c.data;
-  memory.zero = c.zero;
-  return memory;
-}
-
-// Whether no layout of `c` can fit its ranks' memory, by a bound cheaper
-// than planning: at its first backward, rank r holds n_r micro-batches of
-// every layer it has (1F1B and ZB-H1: min(p - r, B) from their warm-up;
-// GPipe: B; interleaved: at least one of each chunk). A rank of x_r layers
-// then needs x_r (s + n_r a) bytes, s a layer's model states and a the
-// least a layer saves; spreading the l layers over the ranks as evenly as
-// that allows leaves the fullest needing at least l / sum_r 1/(s + n_r a).
-bool ActivationsCannotFit(const ParallelizeProblem& problem, const MeasuredActivations* measured,
-                          const ParallelCandidate& c, const Layout& layout) {
-  const TransformerModel& m = problem.model;
-  const ModelStateBytes per_parameter = MemoryOptionsOf(problem.options, c).BytesPerParameter();
-  const double states = LayerDeviceParameters(m, c.tensor) *
-                        (per_parameter.weights + per_parameter.gradients + per_parameter.optimizer);
-  double saved = LayerSavedBytes(m, c, measured, 0);
-  if (measured != nullptr) {
-    for (int i = 1; i < m.layers; ++i) saved = std::min(saved, LayerSavedBytes(m, c, measured, i));
-  }
-  double inverse_sum = 0;
-  for (int r = 0; r < c.pipeline; ++r) {
-    int held = 1;
-    if (c.schedule == PipelineSchedule::kGpipe) {
-      held = c.micro_batches;
-    } else if (c.chunks == 1) {
-      held = std::min(c.pipeline - r, c.micro_batches);
-    }
-    const double need = states + held * saved;
-    if (need <= 0) return false;
-    inverse_sum += 1 / need;
-  }
-  return m.layers / inverse_sum > layout.most_memory;
-}
-
-// The least step any plan of `c` can take (parallel_search.h), or -1 when
-// its model states alone overflow the memory of every rank.
-double GraphLowerBound(const GraphModel& graph, const ParallelizeOptions& options,
-                       const ParallelCandidate& c, const Layout& layout) {
-  const ModelStateBytes per_parameter = MemoryOptionsOf(options, c).BytesPerParameter();
-  // The fullest rank holds at least the average share of the states.
-  if (graph.parameters / c.pipeline *
-          (per_parameter.weights + per_parameter.gradients + per_parameter.optimizer) >
-      layout.most_memory) {
-    return -1;
-  }
-  double fastest = 0, speed_sum = 0;
-  for (const auto& [links, count] : layout.distinct) {
-    const double speed = graph.in_seconds ? 1.0 : options.compute_efficiency * links.peak_flops;
-    fastest = std::max(fastest, speed);
-    speed_sum += speed * count;
-  }
-  const double B = c.micro_batches;
-  double bound = B * graph.work / speed_sum;
-  if (c.pipeline > 1 && c.chunks == 1) {
-    const double phi = c.schedule == PipelineSchedule::kZeroBubbleH1 ? graph.forward_share : 1.0;
-    const double shrink = std::pow(1 - phi / B, c.pipeline);
-    if (phi > 0 && shrink < 1) {
-      bound = std::max(bound, phi * (graph.work / fastest) / (1 - shrink));
-    }
-  }
-  return bound;
-}
-
-double LowerBound(const ParallelizeProblem& problem, const GraphModel* graph,
-                  const ParallelCandidate& c, const Layout& layout) {
-  if (graph != nullptr) return GraphLowerBound(*graph, problem.options, c, layout);
-  const TransformerModel& m = problem.model;
-  const ParallelizeOptions& options = problem.options;
-  const int most_layers = (m.layers + c.pipeline - 1) / c.pipeline;
-  const double most_parameters = most_layers * LayerDeviceParameters(m, c.tensor);
-  const ModelStateBytes per_parameter = MemoryOptionsOf(options, c).BytesPerParameter();
-  const double states =
-      most_parameters * (per_parameter.weights + per_parameter.gradients + per_parameter.optimizer);
-  if (states > layout.most_memory) return -1;
-
-  const TransformerItemTimes reference = ItemTimesOn(m, options, c, layout.first);
-  const double layer = reference.layer.total();
-  const double work = m.layers * layer + reference.embedding.total() + reference.head.total();
-  double fastest = 0, speed_sum = 0;
-  for (const auto& [links, count] : layout.distinct) {
-    const double seconds =
-        layout.distinct.size() == 1 ? layer : ItemTimesOn(m, options, c, links).layer.total();
-    const double speed = seconds > 0 ? layer / seconds : 1.0;
-    fastest = std::max(fastest, speed);
-    speed_sum += speed * count;
-  }
-  const double B = c.micro_batches;
-  double bound = B * work / speed_sum;
-  bound = std::max(
-      bound, B * most_layers * layer / fastest +
-                 (1 - options.data_parallel_overlap) *
-                     DataParallelSeconds(options, c, most_parameters, layout.fastest_data_rate));
-  const double p = c.pipeline;
-  if (c.pipeline > 1 && c.chunks == 1) {
-    // Device k starts after the first micro-batch's forwards through
-    // stages 0..k-1 and then works B w_k. Under GPipe and 1F1B its last op
-    // is a backward, followed by that micro-batch's backwards through the
-    // same stages: the step is at least S_k + B w_k for every k (phi = 1).
-    // ZB-H1 may end on a weight gradient: only the forwards count, phi S_k
-    // + B w_k, phi the least share of an item's work its forward is.
-    double phi = 1;
-    if (c.schedule == PipelineSchedule::kZeroBubbleH1) {
-      phi = reference.layer_forward / layer;
-      if (reference.head.total() > 0) {
-        phi = std::min(phi, reference.head_forward / reference.head.total());
-      }
-      if (reference.embedding.total() > 0) {
-        phi = std::min(phi, reference.embedding_forward / reference.embedding.total());
-      }
-    }
-    const double shrink = std::pow(1 - phi / B, p);
-    if (phi > 0 && shrink < 1) bound = std::max(bound, phi * (work / fastest) / (1 - shrink));
-  } else if (c.pipeline > 1) {
-    // Interleaved: device k's first op waits for the first micro-batch's
-    // forwards through the first chunk's stages 0..k-1, its last op is the
-    // backward of its first chunk, followed by the backwards through them;
-    // each of those stages but the first holds a layer at least. So the
-    // step is at least (k - 1) w + B y_k for every k >= 1, y_k the device's
-    // work: at least (B W + w (p - 1)(p - 2) / 2) / p.
-    bound = std::max(bound, (B * work + layer * (p - 1) * (p - 2) / 2) / (p * fastest));
-  }
-  return bound;
 }
 
 struct Enumeration {
@@ -439,27 +196,6 @@ absl::Status EnumerateLattice(const ParallelizeProblem& problem, const GraphMode
   }
   return absl::OkStatus();
 }
-
-}  // namespace
-
-std::vector<std::vector<int>> TensorGroups(const ParallelizeCluster& cluster, int t,
-                                           bool across_hosts) {
-  std::vector<std::vector<int>> groups;
-  std::vector<int> group;
-  for (int i = 0; i < static_cast<int>(cluster.free.size()); ++i) {
-    if (!across_hosts && !group.empty() && cluster.free[group[0]].host != cluster.free[i].host) {
-      group.clear();
-    }
-    group.push_back(i);
-    if (static_cast<int>(group.size()) == t) {
-      groups.push_back(group);
-      group.clear();
-    }
-  }
-  return groups;
-}
-
-namespace {
 
 // Plans `c` on `layout`: nullopt-like (a false `*fits`) when no stage
 // layout fits its devices' memory.

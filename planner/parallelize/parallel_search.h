@@ -99,12 +99,6 @@ struct ParallelSearchResult {
 absl::StatusOr<ParallelSearchResult> SearchParallelConfigs(const ParallelizeProblem& problem,
                                                            const CancellationToken& token);
 
-// Tensor groups of `t` devices (indices into cluster.free): per host, its
-// free devices in order, t at a time; or, across hosts, every free device in
-// order.
-std::vector<std::vector<int>> TensorGroups(const ParallelizeCluster& cluster, int t,
-                                           bool across_hosts);
-
 }  // namespace partplan
 
 #endif  // PARTPLAN_PLANNER_PARALLELIZE_PARALLEL_SEARCH_H_
