@@ -1,7 +1,5 @@
 #include "server/planner_service.h"
 
-#include <grpc/slice.h>
-
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -19,42 +17,10 @@
 #include "planner/api/planner_request.h"
 #include "planner/base/status_util.h"
 #include "server/call_arena.h"
-#include "server/logging.h"
-#include "server/status_conversion.h"
+#include "server/cord_byte_buffer.h"
 
 namespace partplan {
 namespace {
-
-// `bytes` as a ByteBuffer, handed to gRPC without a copy: a slice per piece
-// of the Cord, which they share until gRPC has sent the last of them.
-grpc::ByteBuffer ByteBufferOf(absl::Cord bytes) {
-  using SharedBytes = std::shared_ptr<const absl::Cord>;
-  const auto owned = std::make_shared<const absl::Cord>(std::move(bytes));
-  std::vector<grpc::Slice> slices;
-  for (const absl::string_view piece : owned->Chunks()) {
-    slices.emplace_back(
-        grpc_slice_new_with_user_data(
-            const_cast<char*>(piece.data()), piece.size(),
-            [](void* owner) { delete static_cast<SharedBytes*>(owner); }, new SharedBytes(owned)),
-        grpc::Slice::STEAL_REF);
-  }
-  return grpc::ByteBuffer(slices.data(), slices.size());
-}
-
-// The call's deadline, InfiniteFuture when the client set none.
-absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
-  const std::chrono::system_clock::time_point deadline = context.deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
-  return absl::FromChrono(deadline);
-}
-
-// The x-request-id metadata, empty when absent.
-std::string RequestIdOf(const grpc::CallbackServerContext& context) {
-  const auto& metadata = context.client_metadata();
-  const auto it = metadata.find("x-request-id");
-  if (it == metadata.end()) return "";
-  return std::string(it->second.data(), it->second.size());
-}
 
 // A received request's bytes, read where gRPC put them: a large message
 // arrives as thousands of slices, and gathering them into one block would
@@ -86,97 +52,17 @@ class ReceivedRequest {
 
 }  // namespace
 
-// One call from its handler to Finish: the planner's cancellation token, and
-// what the metrics and the log line need. Deletes itself when gRPC is done
-// with the call.
-class PlannerCall final : public grpc::ServerUnaryReactor {
+// A call of PartitionPlanner: its request in one message, its answer one
+// message. Deletes itself when gRPC is done with the call.
+class UnaryPlannerCall final : public grpc::ServerUnaryReactor, public PlannerCall {
  public:
-  PlannerCall(const PlannerRpcMethod& rpc, const grpc::CallbackServerContext& context,
-              size_t request_bytes,
-              const ServerMetrics& metrics, absl::Duration max_call_duration)
-      : rpc_(rpc),
-        metrics_(metrics),
-        start_(absl::Now()),
-        server_limit_(start_ + max_call_duration),
-        client_deadline_(DeadlineOf(context)),
-        token_(std::min(client_deadline_, server_limit_)),
-        request_bytes_(request_bytes),
-        request_id_(RequestIdOf(context)) {
-    metrics_.rpc(rpc_.rpc).started->Increment();
-  }
+  using PlannerCall::PlannerCall;
 
-  const CancellationToken& token() const { return token_; }
-
-  // The size of the request's graph, once it is known (parsed, or from the
-  // plan cache), for the metrics and the log line.
-  void SetRequestSize(int nodes, int devices) {
-    nodes_ = nodes;
-    devices_ = devices;
-    // -1: a graph whose bytes do not scan, counted by nobody.
-    if (nodes_ >= 0) metrics_.graph_nodes().Observe(nodes_);
-  }
-  int nodes() const { return nodes_; }
-  int devices() const { return devices_; }
-
-  // The arena of the call's parsed request and its response, made on first
-  // use. It lives until gRPC is done with the call: freeing a 10^6-node
-  // request takes a tenth of a second, which the client need not wait for.
-  google::protobuf::Arena& arena() {
-    if (!arena_.has_value()) arena_.emplace(CallArenaOptions());
-    return *arena_;
-  }
-
-  // Records the outcome in metrics and the log, then finishes the call; the
-  // call may be deleted as soon as this returns.
-  void Complete(const absl::Status& status_in) {
-    absl::Status status = status_in;
-    if (status.code() == absl::StatusCode::kDeadlineExceeded && server_limit_ < client_deadline_ &&
-        absl::Now() >= server_limit_) {
-      // The server's limit, not the client's deadline: say which.
-      status = absl::DeadlineExceededError(
-          absl::StrCat("planning stopped after ", absl::FormatDuration(server_limit_ - start_),
-                       ", the longest the server lets a call take (--max_call_seconds)"));
-    }
-    const grpc::Status grpc_status = ToGrpcStatus(status);
-    const absl::Duration duration = absl::Now() - start_;
-    metrics_.handled(rpc_.rpc, grpc_status.error_code()).Increment();
-    metrics_.rpc(rpc_.rpc).handling_seconds->Observe(absl::ToDoubleSeconds(duration));
-    Log(status, duration);
-    Finish(grpc_status);
-  }
-
-  // The client went away, the deadline passed, or the draining server gave
-  // up on the call: stop the planner.
-  void OnCancel() override { token_.Cancel(); }
+  void OnCancel() override { Cancel(); }
   void OnDone() override { delete this; }
 
  private:
-  void Log(const absl::Status& status, absl::Duration duration) const {
-    std::vector<LogField> fields = {{"method", rpc_.name}};
-    // Calls refused or failed before their request was read have no size.
-    if (nodes_ >= 0) {
-      fields.emplace_back("nodes", nodes_);
-      fields.emplace_back("devices", devices_);
-    }
-    fields.emplace_back("request_bytes", static_cast<int64_t>(request_bytes_));
-    fields.emplace_back("code", absl::StatusCodeToString(status.code()));
-    fields.emplace_back("duration_ms", absl::ToDoubleMilliseconds(duration));
-    if (!request_id_.empty()) fields.emplace_back("request_id", request_id_);
-    if (!status.ok()) fields.emplace_back("error", status.message());
-    LogInfo("rpc", fields);
-  }
-
-  const PlannerRpcMethod& rpc_;
-  const ServerMetrics& metrics_;
-  const absl::Time start_;
-  const absl::Time server_limit_;     // start_ + max_call_duration
-  const absl::Time client_deadline_;  // InfiniteFuture without one
-  CancellationToken token_;
-  const size_t request_bytes_;
-  int nodes_ = -1;  // until the request is read
-  int devices_ = -1;
-  const std::string request_id_;
-  std::optional<google::protobuf::Arena> arena_;
+  void Send(const grpc::Status& status) override { Finish(status); }
 };
 
 PlannerService::PlannerService(PlannerBackend& backend, BoundedThreadPool& pool,
@@ -209,7 +95,8 @@ grpc::ServerUnaryReactor* PlannerService::Handle(const PlannerRpcMethod& rpc,
                                                  grpc::CallbackServerContext* context,
                                                  const grpc::ByteBuffer* request,
                                                  grpc::ByteBuffer* response) {
-  auto* call = new PlannerCall(rpc, *context, request->Length(), metrics_, max_call_duration_);
+  auto* call =
+      new UnaryPlannerCall(rpc, *context, request->Length(), metrics_, max_call_duration_);
   if (authenticator_ != nullptr) {
     if (const grpc::Status auth = authenticator_->Check(context->client_metadata()); !auth.ok()) {
       call->Complete(absl::UnauthenticatedError(auth.error_message()));
@@ -220,14 +107,18 @@ grpc::ServerUnaryReactor* PlannerService::Handle(const PlannerRpcMethod& rpc,
   // The request's bytes are the call's to release once they are parsed (as
   // gRPC does for calls it parses itself), hence the const_cast: the buffer
   // gRPC hands over is its own, not a const object.
-  //
+  Queue(call, const_cast<grpc::ByteBuffer*>(request), response);
+  return call;
+}
+
+void PlannerService::Queue(PlannerCall* call, grpc::ByteBuffer* request,
+                           grpc::ByteBuffer* response) {
   // The call's pool slot is released before the call is answered, and the
   // gauges let go of it only after that: a client holding its answer, or
   // seeing queue depth and in-flight at 0, finds the slot free for its next
   // call, however long this thread then takes to log, finish and get back to
   // the queue.
-  auto run = [this, &rpc, call, request = const_cast<grpc::ByteBuffer*>(request),
-              response](BoundedThreadPool::Slot& slot) {
+  auto run = [this, call, request, response](BoundedThreadPool::Slot& slot) {
     // A call cancelled or expired while it waited is not worth planning.
     if (absl::Status status = call->token().Check(); !status.ok()) {
       slot.Release();
@@ -238,8 +129,8 @@ grpc::ServerUnaryReactor* PlannerService::Handle(const PlannerRpcMethod& rpc,
     metrics_.in_flight().Increment();
     metrics_.queue_depth().Decrement();
     const absl::Time start = absl::Now();
-    const absl::Status status = Answer(rpc, *call, request, response);
-    metrics_.rpc(rpc.rpc).planner_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+    const absl::Status status = Answer(call->rpc(), *call, request, response);
+    metrics_.rpc(call->rpc().rpc).planner_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - start));
     slot.Release();
     metrics_.in_flight().Decrement();
     call->Complete(status);
@@ -259,7 +150,6 @@ grpc::ServerUnaryReactor* PlannerService::Handle(const PlannerRpcMethod& rpc,
       call->Complete(absl::UnavailableError("the server is shutting down"));
     }
   }
-  return call;
 }
 
 absl::Status PlannerService::Answer(const PlannerRpcMethod& rpc, PlannerCall& call,

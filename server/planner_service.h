@@ -46,10 +46,9 @@
 #include "server/metrics.h"
 #include "server/plan_cache.h"
 #include "server/planner_backend.h"
+#include "server/planner_call.h"
 
 namespace partplan {
-
-class PlannerCall;  // one call in flight (planner_service.cc)
 
 class PlannerService final : public grpc::Service {
  public:
@@ -61,8 +60,19 @@ class PlannerService final : public grpc::Service {
                  const TokenAuthenticator* authenticator = nullptr, PlanCache* plan_cache = nullptr,
                  absl::Duration max_call_duration = absl::InfiniteDuration());
 
+  // Queues `call`, whose request is whole in `*request`, on the planner pool
+  // (or completes it at once with RESOURCE_EXHAUSTED or UNAVAILABLE). A
+  // planner thread answers it, from the cache or by planning, into
+  // `*response` and Complete()s the call. Both buffers must live as long as
+  // the call. Authentication is the caller's.
+  void Queue(PlannerCall* call, grpc::ByteBuffer* request, grpc::ByteBuffer* response);
+
+  // What a transport needs to make a PlannerCall of this service.
+  const ServerMetrics& metrics() const { return metrics_; }
+  absl::Duration max_call_duration() const { return max_call_duration_; }
+
  private:
-  // The one handler behind every row: queues the call on the pool.
+  // The one handler behind every row: checks the token, queues the call.
   grpc::ServerUnaryReactor* Handle(const PlannerRpcMethod& rpc,
                                    grpc::CallbackServerContext* context,
                                    const grpc::ByteBuffer* request, grpc::ByteBuffer* response);

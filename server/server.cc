@@ -123,7 +123,8 @@ PlannerServer::PlannerServer(const ServerOptions& options, std::unique_ptr<Plann
                       ? std::make_unique<PlanCache>(options.plan_cache_bytes)
                       : nullptr),
       service_(*backend_, pool_, metrics_, authenticator_.get(), plan_cache_.get(),
-               options.max_call_duration) {}
+               options.max_call_duration),
+      in_parts_service_(service_, options.max_receive_message_bytes) {}
 
 absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
     const ServerOptions& options, std::unique_ptr<PlannerBackend> backend) {
@@ -183,6 +184,7 @@ absl::StatusOr<std::unique_ptr<PlannerServer>> PlannerServer::Start(
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, INT_MAX);
   }
   builder.RegisterService(&server->service_);
+  builder.RegisterService(&server->in_parts_service_);
   builder.experimental().SetInterceptorCreators(
       AuthInterceptors(server->authenticator_.get(), options.auth));
   server->server_ = builder.BuildAndStart();

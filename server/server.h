@@ -39,6 +39,7 @@
 #include "server/metrics.h"
 #include "server/plan_cache.h"
 #include "server/planner_backend.h"
+#include "server/planner_in_parts_service.h"
 #include "server/planner_service.h"
 
 namespace partplan {
@@ -140,6 +141,7 @@ class PlannerServer {
   BoundedThreadPool pool_;
   std::unique_ptr<PlanCache> plan_cache_;  // null when disabled
   PlannerService service_;
+  PlannerInPartsService in_parts_service_;  // service_'s RPCs, in parts
   // Declared after what they use, so destroyed before it.
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> health_server_;  // Null without a health port.

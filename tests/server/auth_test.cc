@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "partplan/v1/planner_service.grpc.pb.h"
 #include "server/server.h"
 #include "tests/server/test_util.h"
 #include "tests/server/tls_test_util.h"
@@ -163,6 +164,33 @@ TEST_F(AuthServerTest, MissingAndWrongTokensAreRefusedBeforePlanning) {
 
   const grpc::Status right = CallValidate(channel, kToken);
   EXPECT_TRUE(right.ok()) << right.error_message();
+  EXPECT_EQ(planned_.count(), 1);
+}
+
+// PartitionPlannerInParts answers the same RPCs, so it takes the same tokens.
+TEST_F(AuthServerTest, CallsInPartsNeedATokenToo) {
+  std::unique_ptr<PlannerServer> server = Start(Options());
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::PartitionPlannerInParts::NewStub(ConnectPlaintext(server->port()));
+  for (const std::string& token : {std::string(), std::string(kOtherToken), std::string(kToken)}) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kTestTimeout));
+    if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+    auto stream = stub->Call(&context);
+    v1::MessagePart part;
+    part.set_method("Validate");
+    stream->Write(part);  // false once the server has refused the call
+    stream->WritesDone();
+    while (stream->Read(&part)) {
+    }
+    const grpc::Status status = stream->Finish();
+    if (token == kToken) {
+      // Through to the planner, which finds the empty graph wanting.
+      EXPECT_NE(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+    } else {
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << token;
+    }
+  }
   EXPECT_EQ(planned_.count(), 1);
 }
 
