@@ -486,64 +486,62 @@ def cmd_validate(args) -> int:
 
 
 def cmd_call(args) -> int:
-    from .client import RPCS
+    from .client import RPCS, request_file
     from .errors import InvalidMessageError
     from .graph_io import load_message
 
     if args.method not in RPCS:
         raise UsageError(f"unknown RPC {args.method!r}; one of {', '.join(RPCS)}")
+    _, request_class, response_class = RPCS[args.method]
     try:
-        # A binary request is sent as read; the server checks it.
-        request = _binary_file(args.request)
-        if request is None:
-            request = load_message(args.request, RPCS[args.method][1], binary_as_bytes=True)
+        if not _binary_file(args.request):
+            request = send = load_message(args.request, request_class)
+        elif args.output == "html":
+            # The report reads the request again: held, as bytes.
+            with open(args.request, "rb") as f:
+                request = send = f.read()
+        else:
+            # Sent as read, a part at a time (the file read again for a
+            # retry), so that it is never held whole; the server checks it.
+            request, send = None, request_file(args.request)
     except InvalidMessageError as e:
         raise UsageError(f"--request {args.request}: {e.message}") from None
     except (OSError, ValueError) as e:
         raise UsageError(f"--request {args.request}: {e}") from None
-    send = request
-    if isinstance(request, bytes) and args.output != "html":
-        # Handed over (only the HTML report reads the request again), so that
-        # it is not held while the server works and the response is read and
-        # written; a retry reads the file again.
-        held = [request]
-        request = None
-
-        def send(path=args.request):
-            if held:
-                return held.pop()
-            with open(path, "rb") as f:
-                return f.read()
     with _client(args) as client:
-        if send is not request and args.output == "json":
-            # JSON written from the response's bytes, not parsed (see
-            # json_writer), unless they hold what it does not convert.
-            _keep_freed_memory()
-            response = client.call(args.method, _raw_response(client, args.method, send))
-            if isinstance(response, bytes):  # else the client parsed it after all
-                if _write_response_bytes(response, RPCS[args.method][2]):
+        try:
+            if args.output == "json":
+                # JSON written from the response's bytes, not parsed (see
+                # json_writer), unless they hold what it does not convert.
+                _keep_freed_memory()
+                response = client.call(args.method, send, response_bytes=True)
+                if _write_response_bytes(response, response_class):
                     return 0
-                response = _parse_response(response, RPCS[args.method][2])
-        else:
-            response = client.call(args.method, send)
+                response = _parse_response(response, response_class)
+            else:
+                response = client.call(args.method, send)
+        except OSError as e:  # the file read while sending
+            raise UsageError(f"--request {args.request}: {e}") from None
     _print_response(response, args.output, request)
     return 0
 
 
-def _binary_file(path: str) -> Optional[bytes]:
-    """The bytes of a request file load_message reads as binary (not .json,
-    not starting with "{" after whitespace); None for the others. Looked at
-    here from its first 4 KiB: bytes.lstrip copies a 100 MB file whole."""
+def _binary_file(path: str) -> bool:
+    """Whether load_message reads a request file as binary: not .json, and
+    not starting with "{" after whitespace. Read up to its first byte that is
+    no whitespace."""
     from .graph_io import is_json_path
 
     if is_json_path(path):
-        return None
+        return False
     with open(path, "rb") as f:
-        data = f.read()
-    head = data[:4096].lstrip()
-    if not head and len(data) > 4096:
-        head = data.lstrip()
-    return None if head[:1] == b"{" else data
+        while True:
+            head = f.read(4096)
+            if not head:
+                return True
+            head = head.lstrip()
+            if head:
+                return head[:1] != b"{"
 
 
 def _keep_freed_memory() -> None:
@@ -562,18 +560,6 @@ def _keep_freed_memory() -> None:
     m_trim_threshold, m_mmap_threshold = -1, -3
     mallopt(m_mmap_threshold, 256 << 20)
     mallopt(m_trim_threshold, 1 << 30)
-
-
-def _raw_response(client, method: str, send):
-    """`send`, after making the client's RPC for a request function (its
-    streaming one, kept by (method, True) in Client._bytes_rpcs) return the
-    response's bytes instead of parsing them."""
-    from . import messages as pb
-
-    service = pb.planner_service_pb2.DESCRIPTOR.services_by_name["PartitionPlanner"]
-    client._bytes_rpcs[(method, True)] = client.channel.stream_unary(
-        f"/{service.full_name}/{method}", request_serializer=None, response_deserializer=None)
-    return send
 
 
 def _parse_response(data: bytes, response_class):

@@ -18,7 +18,12 @@ What it adds to the stub:
 - an `x-request-id` per call (the same for its retries), which the server
   logs;
 - errors raised as PartplanError, with the code, the message and the
-  google.rpc.BadRequest field violations.
+  google.rpc.BadRequest field violations;
+- large requests (PARTS_MIN_BYTES and more serialised) sent in parts through
+  PartitionPlannerInParts, and their responses received so: grpcio copies a
+  unary request's bytes whole before sending them, so the process would hold
+  the request twice. A server without that service is asked unary from then
+  on.
 
 Every RPC has a method taking either a complete request message (`request=`)
 or its parts as keyword arguments.
@@ -30,13 +35,15 @@ import numbers
 import os
 import random
 import re
+import threading
 import time
 import uuid
-from typing import Any, Dict, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import (Any, Callable, Dict, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
 
 import grpc
 from google.protobuf import json_format
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from . import accelerators
 from . import messages as pb
@@ -47,6 +54,16 @@ from .graph_io import parse_dict
 DEFAULT_TARGET = "localhost:50051"
 DEFAULT_TIMEOUT_SECONDS = 60.0
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+# Requests of this many serialised bytes or more are sent in parts of
+# PART_BYTES through PartitionPlannerInParts: gRPC then holds one part at a
+# time, never the whole request besides the caller's. Smaller ones stay unary:
+# one message, without the stream's extra round of operations.
+PARTS_MIN_BYTES = 1 << 20
+PART_BYTES = 1 << 20
+PARTS_SERVICE = "partplan.v1.PartitionPlannerInParts"
+# Codes of a call the server may never have seen.
+_NO_ANSWER = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                        grpc.StatusCode.CANCELLED})
 
 def _snake_case(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
@@ -464,7 +481,11 @@ class Client:
             self.channel = grpc.insecure_channel(
                 target, options=self.channel_options, compression=compression)
         self.stub = pb.PartitionPlannerStub(self.channel)
-        self._bytes_rpcs: Dict[str, Any] = {}
+        self.max_message_bytes = max_message_bytes
+        # Whether to send large requests through PartitionPlannerInParts:
+        # cleared when the server turns out not to have it.
+        self.parts = True
+        self._bytes_rpcs: Dict[Any, Any] = {}
         self._rng = random.Random()
         self._sleep = time.sleep  # tests replace it
 
@@ -511,39 +532,54 @@ class Client:
 
     # -- the generic call ----------------------------------------------------
 
-    def call(self, method: str, request: Message, *, timeout: Optional[float] = None,
-             metadata: Iterable[Tuple[str, str]] = (), retry: Optional[RetryPolicy] = None) -> Message:
-        """Calls RPC `method` ("PartitionGraph", ...) with `request` (its
-        message, a dict in proto3 JSON form, or its serialised bytes, sent as
-        they are); returns the response. Raises PartplanError.
+    def call(self, method: str, request, *, timeout: Optional[float] = None,
+             metadata: Iterable[Tuple[str, str]] = (), retry: Optional[RetryPolicy] = None,
+             response_bytes: bool = False):
+        """Calls RPC `method` ("PartitionGraph", ...) with `request`; returns
+        the response. Raises PartplanError.
 
-        `request` may also be a function returning the serialised bytes,
-        called once per attempt: the client then keeps no reference to them,
-        and gRPC lets its own go once the request is written, so if the
-        function keeps none either (reading a file, say) the request is not
-        held while the server works and the response is read."""
+        `request` is one of:
+        - its message, or a dict in proto3 JSON form;
+        - its serialised bytes (bytes, bytearray or memoryview), sent as they
+          are: parsing and serialising again would cost more than the
+          server's work on a large graph;
+        - a function returning its serialised bytes, called once per attempt:
+          the client then keeps no reference to them once they are sent, so
+          if the function keeps none either (reading a file, say) the request
+          is not held while the server works and the response is read;
+        - a function returning an iterable of the serialised bytes' pieces in
+          order (bytes-like, of any size), called once per attempt, such as
+          request_file(path): the request is then never held whole, only a
+          piece and the part being sent.
+        A function is called again when the server turns out not to take
+        requests in parts, and its errors are raised as they are.
+
+        Requests of PARTS_MIN_BYTES or more (and every iterable of pieces)
+        are sent in parts through PartitionPlannerInParts, which answers as
+        the RPC does; a server without that service (an older one) is asked
+        unary, from then on for this client.
+
+        With `response_bytes`, the response's serialised bytes are returned
+        (bytes, or a bytearray when it came in parts) instead of the parsed
+        message."""
         if method not in RPCS:
             raise ValueError(f"unknown RPC {method!r}; one of {', '.join(RPCS)}")
         _, request_cls, _ = RPCS[method]
-        source = None
-        if callable(request) and not isinstance(request, Message):
-            # gRPC's unary call holds the request's bytes, and its copy of
-            # them, until the response is in; sent as a stream of one
-            # message (the same on the wire) both go once it is written.
+        source = data = None
+        if isinstance(request, (bytes, bytearray, memoryview)):
+            data = request
+        elif callable(request) and not isinstance(request, Message):
             source = request
-            rpc = self._bytes_rpc(method, stream=True)
-        elif isinstance(request, (bytes, bytearray, memoryview)):
-            # A serialised request is sent as it is: parsing and serialising
-            # again would cost more than the server's work on a large graph.
-            rpc = self._bytes_rpc(method)
-            request = bytes(request)
         else:
             if isinstance(request, Mapping):
                 request = parse_dict(request, request_cls, method=method)
             if not isinstance(request, request_cls):
                 raise TypeError(f"{method} takes a {request_cls.DESCRIPTOR.full_name} (or its "
                                 f"serialised bytes), got {type(request).__name__}")
-            rpc = getattr(self.stub, method)
+            # What gRPC's serialiser would do; the bytes then go unary or in
+            # parts by their size.
+            data = request.SerializeToString()
+        del request
         policy = self.retry if retry is None else retry
         timeout = self.timeout if timeout is None else timeout
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -560,9 +596,7 @@ class Client:
                 if remaining is not None and remaining <= 0:
                     raise PartplanError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded",
                                         method=method, attempts=attempt - 1, request_id=request_id)
-                if source is not None:
-                    return rpc(_handed_over(source), timeout=remaining, metadata=call_metadata)
-                return rpc(request, timeout=remaining, metadata=call_metadata)
+                return self._attempt(method, data, source, remaining, call_metadata, response_bytes)
             except grpc.RpcError as e:
                 error = PartplanError.from_rpc_error(
                     e, method=method, attempts=attempt, request_id=request_id)
@@ -573,16 +607,78 @@ class Client:
                 raise error
             self._sleep(wait)
 
-    def _bytes_rpc(self, method: str, stream: bool = False):
+    def _attempt(self, method: str, data, source, timeout, metadata, raw: bool):
+        """One attempt of call(): the request's bytes are `data`, or what
+        `source` returns."""
+        request = _Request(data, source)
+        if self.parts and (request.pieces is not None or request.size >= PARTS_MIN_BYTES):
+            try:
+                return self._call_in_parts(method, request.take_pieces(), timeout, metadata, raw)
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+                unimplemented = e.details()
+            # No PartitionPlannerInParts on this server, or the RPC itself is
+            # unimplemented: the RPC asked unary tells which (the same
+            # answer, or another).
+            request = _Request(data, source)
+            try:
+                response = self._unary(method, request, timeout, metadata, raw)
+            except grpc.RpcError as e:
+                if e.code() not in _NO_ANSWER and (e.code() != grpc.StatusCode.UNIMPLEMENTED
+                                                   or e.details() != unimplemented):
+                    self.parts = False
+                raise
+            self.parts = False
+            return response
+        return self._unary(method, request, timeout, metadata, raw)
+
+    def _unary(self, method: str, request: "_Request", timeout, metadata, raw: bool):
+        if request.source is None:
+            return self._bytes_rpc(method, raw=raw)(request.take_bytes(), timeout=timeout,
+                                                    metadata=metadata)
+        # gRPC's unary call holds the request's bytes, and its copy of them,
+        # until the response is in; sent as a stream of one message (the
+        # same on the wire) both go once it is written.
+        return self._bytes_rpc(method, stream=True, raw=raw)(
+            request.take_one(), timeout=timeout, metadata=metadata)
+
+    def _call_in_parts(self, method: str, pieces, timeout, metadata, raw: bool):
+        parts = _RequestParts(method, pieces)
+        del pieces
+        rpc = self._bytes_rpcs.get(PARTS_SERVICE)
+        if rpc is None:
+            rpc = self.channel.stream_stream(f"/{PARTS_SERVICE}/Call", request_serializer=None,
+                                             response_deserializer=None)
+            self._bytes_rpcs[PARTS_SERVICE] = rpc
+        call = rpc(parts, timeout=timeout, metadata=metadata)
+        parts.started(call)
+        try:
+            data = _joined_parts(call, self.max_message_bytes)
+        except grpc.RpcError:
+            if parts.error is not None:
+                raise parts.error from None
+            raise
+        if raw:
+            return data
+        response_cls = RPCS[method][2]
+        try:
+            return response_cls.FromString(data)
+        except DecodeError as e:
+            raise _LocalRpcError(grpc.StatusCode.INTERNAL,
+                                 f"the response is no {response_cls.DESCRIPTOR.full_name}: {e}") from None
+
+    def _bytes_rpc(self, method: str, stream: bool = False, raw: bool = False):
         """The RPC taking its request as serialised bytes (with `stream`, as
-        an iterator of one), made once."""
-        rpc = self._bytes_rpcs.get((method, stream))
+        an iterator of one), returning the parsed response (with `raw`, its
+        bytes), made once."""
+        rpc = self._bytes_rpcs.get((method, stream, raw))
         if rpc is None:
             service = pb.planner_service_pb2.DESCRIPTOR.services_by_name["PartitionPlanner"]
             make = self.channel.stream_unary if stream else self.channel.unary_unary
             rpc = make(f"/{service.full_name}/{method}", request_serializer=None,
-                       response_deserializer=RPCS[method][2].FromString)
-            self._bytes_rpcs[(method, stream)] = rpc
+                       response_deserializer=None if raw else RPCS[method][2].FromString)
+            self._bytes_rpcs[(method, stream, raw)] = rpc
         return rpc
 
     # -- one method per RPC ------------------------------------------------
@@ -714,20 +810,205 @@ class Client:
         return config
 
 
-def _handed_over(source):
-    """An iterator of one request, the bytes source() returns, read here so
-    that its errors are the caller's; it keeps no reference to them once
-    gRPC has taken them."""
-    data = source()
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"the request function returned {type(data).__name__}, not the "
-                        "serialised request's bytes")
-    held = [bytes(data)]
-    del data
+def request_file(path, part_bytes: int = PART_BYTES) -> Callable[[], Iterator[bytes]]:
+    """A request for Client.call: the serialised request in file `path`,
+    read `part_bytes` at a time, afresh for each attempt; never held whole.
 
-    def one():
+        client.call("PartitionGraph", partplan.client.request_file("request.pb"))
+    """
+    path = os.fspath(path)
+
+    def read() -> Iterator[bytes]:
+        with open(path, "rb", buffering=0) as f:
+            while True:
+                piece = f.read(part_bytes)
+                if not piece:
+                    return
+                yield piece
+    return read
+
+
+class _Request:
+    """A request's bytes for one attempt: `data`, or what `source()`
+    returns (called here, so that its errors are the caller's). Taking them
+    leaves no reference here, so that what the caller does not hold goes
+    once gRPC has sent it."""
+
+    def __init__(self, data, source):
+        self.source = source
+        self.pieces = None
+        if source is not None:
+            data = source()
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                if isinstance(data, (str, Message)) or not isinstance(data, Iterable):
+                    raise TypeError(f"the request function returned {type(data).__name__}, not the "
+                                    "serialised request's bytes")
+                self.pieces, data = data, None
+        self._data = [data]
+        self.size = None if data is None else memoryview(data).nbytes
+
+    def take_pieces(self):
+        if self.pieces is not None:
+            pieces, self.pieces = self.pieces, None
+            return pieces
+        return _popped(self._data)
+
+    def take_bytes(self) -> bytes:
+        data = self._data.pop()
+        return bytes(data if data is not None else b"".join(self.take_pieces()))
+
+    def take_one(self):
+        """An iterator of one request, which holds it no longer once gRPC
+        has taken it."""
+        held = [self.take_bytes()]
+
+        def one():
+            yield held.pop()
+        return one()
+
+
+def _popped(held: list):
+    """The items of `held`, each dropped from it as it is taken."""
+    while held:
         yield held.pop()
-    return one()
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _message_parts(method: str, pieces) -> Iterator[bytes]:
+    """The serialised MessageParts carrying a request whose bytes are
+    `pieces` in order: PART_BYTES of data each (the last fewer), the first
+    naming `method`. Encoded here, so that the data is copied once, into
+    its part."""
+    name = method.encode()
+    header = b"\x0a" + _varint(len(name)) + name  # MessagePart.method
+    pending: list = []
+    size = 0
+    for piece in pieces:
+        try:
+            view = memoryview(piece)
+        except TypeError:
+            raise TypeError(f"a piece of the request is a {type(piece).__name__}, not bytes") from None
+        if view.ndim != 1 or view.itemsize != 1:
+            view = view.cast("B")
+        while len(view):
+            take = min(len(view), PART_BYTES - size)
+            pending.append(view[:take])
+            size += take
+            view = view[take:]
+            if size == PART_BYTES:
+                yield b"".join([header, b"\x12", _varint(size), *pending])  # MessagePart.data
+                header, pending, size = b"", [], 0
+        del piece, view
+    if size or header:
+        yield b"".join([header, b"\x12", _varint(size), *pending] if size else [header])
+
+
+class _RequestParts:
+    """The iterator of MessageParts that gRPC reads in a thread of its own.
+    The first is made here, so that an error opening the request's source
+    is raised before the call starts. A later error of the source cancels
+    the call and is kept in `error` for the caller to raise (gRPC would log
+    it and end the call UNKNOWN)."""
+
+    def __init__(self, method: str, pieces):
+        self._parts = _message_parts(method, pieces)
+        self._first = next(self._parts)
+        self.error: Optional[BaseException] = None
+        self._call = None
+        self._started = threading.Event()
+
+    def started(self, call) -> None:
+        self._call = call
+        self._started.set()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> bytes:
+        if self._first is not None:
+            part, self._first = self._first, None
+            return part
+        try:
+            return next(self._parts)
+        except StopIteration:
+            raise
+        except Exception as e:  # pylint: disable=broad-except
+            self.error = e
+            # Cancelled, not ended: the server must not answer a request
+            # cut short.
+            self._started.wait()
+            self._call.cancel()
+            raise StopIteration from None
+
+
+class _LocalRpcError(grpc.RpcError):
+    """An error found by the client in what the server sent, raised where
+    gRPC's own are, to become a PartplanError as they do."""
+
+    def __init__(self, code: grpc.StatusCode, details: str):
+        super().__init__(details)
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def trailing_metadata(self):
+        return ()
+
+
+def _data_start(part: bytes, n: int) -> int:
+    """Where the data starts in a serialised MessagePart that is one `data`
+    field and nothing else; 0 when it is anything else."""
+    if n < 2 or part[0] != 0x12:
+        return 0
+    size = shift = 0
+    for i in range(1, min(n, 11)):
+        b = part[i]
+        size |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return i + 1 if i + 1 + size == n else 0
+    return 0
+
+
+def _joined_parts(call, limit: int) -> bytearray:
+    """The data of the MessageParts `call` returns (their serialised
+    bytes), joined. Each part from partplan's server is one `data` field;
+    anything else is parsed as protobuf reads a message (the last `data`
+    wins). A part's bytes go once copied: the response is held once, and a
+    part at a time besides."""
+    data = bytearray()
+    for part in call:
+        n = len(part)
+        start = _data_start(part, n)
+        if start:
+            data += memoryview(part)[start:]
+        elif n:
+            try:
+                data += pb.MessagePart.FromString(part).data
+            except DecodeError as e:
+                call.cancel()
+                raise _LocalRpcError(grpc.StatusCode.INTERNAL,
+                                     f"a part of the response is no {pb.MessagePart.DESCRIPTOR.full_name}: "
+                                     f"{e}") from None
+        del part
+        if len(data) > limit:
+            call.cancel()
+            raise _LocalRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                 f"the response's parts exceed the limit of {limit} bytes "
+                                 "(max_message_bytes)")
+    return data
 
 
 def _call_method(rpc: str):
