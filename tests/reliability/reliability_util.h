@@ -53,6 +53,13 @@ RawReply CallRaw(const std::shared_ptr<grpc::Channel>& channel, PlannerRpc rpc, 
                  absl::Duration timeout = absl::Seconds(60),
                  absl::Duration cancel_after = absl::InfiniteDuration());
 
+// Sends `request` as CallRaw does, but through PartitionPlannerInParts.Call
+// in parts of `part_bytes` (at least one part, naming `rpc`), and joins the
+// response's parts.
+RawReply CallRawInParts(const std::shared_ptr<grpc::Channel>& channel, PlannerRpc rpc,
+                        const std::string& request, size_t part_bytes,
+                        absl::Duration timeout = absl::Seconds(60));
+
 // A call like CallRaw's, in flight while the test does something else:
 //
 //   auto call = std::make_unique<PendingRawCall>(channel, PlannerRpc::kPlan, bytes);
