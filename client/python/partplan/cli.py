@@ -486,7 +486,7 @@ def cmd_validate(args) -> int:
 
 
 def cmd_call(args) -> int:
-    from .client import RPCS, request_file
+    from .client import PARTS_MIN_BYTES, RPCS, request_file
     from .errors import InvalidMessageError
     from .graph_io import load_message
 
@@ -496,14 +496,17 @@ def cmd_call(args) -> int:
     try:
         if not _binary_file(args.request):
             request = send = load_message(args.request, request_class)
+            size = request.ByteSize()
         elif args.output == "html":
             # The report reads the request again: held, as bytes.
             with open(args.request, "rb") as f:
                 request = send = f.read()
+            size = len(request)
         else:
             # Sent as read, a part at a time (the file read again for a
             # retry), so that it is never held whole; the server checks it.
             request, send = None, request_file(args.request)
+            size = os.path.getsize(args.request)
     except InvalidMessageError as e:
         raise UsageError(f"--request {args.request}: {e.message}") from None
     except (OSError, ValueError) as e:
@@ -513,8 +516,13 @@ def cmd_call(args) -> int:
             if args.output == "json":
                 # JSON written from the response's bytes, not parsed (see
                 # json_writer), unless they hold what it does not convert.
-                _keep_freed_memory()
-                response = client.call(args.method, send, response_bytes=True)
+                keeps = _keep_freed_memory()
+                # A small request's answer comes too soon for anything to
+                # be done while waiting.
+                prepare = (_json_preparation(response_class, size if keeps else 0)
+                           if size >= PARTS_MIN_BYTES else None)
+                response = client.call(args.method, send, response_bytes=True,
+                                       while_waiting=prepare)
                 if _write_response_bytes(response, response_class):
                     return 0
                 response = _parse_response(response, response_class)
@@ -544,22 +552,62 @@ def _binary_file(path: str) -> bool:
                 return head[:1] != b"{"
 
 
-def _keep_freed_memory() -> None:
+def _keep_freed_memory() -> bool:
     """Has glibc's malloc keep what is freed for the next allocations (up to
     256 MiB each from the heap, none given back below 1 GiB) instead of
     mapping fresh pages for each large one: in a virtual machine every new
     page costs microseconds, and converting a large response allocates and
     frees hundreds of megabytes of numpy arrays and strings. Nothing where
-    there is no mallopt."""
+    there is no mallopt (False)."""
     try:
         import ctypes
 
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
-        return
+        return False
     m_trim_threshold, m_mmap_threshold = -1, -3
-    mallopt(m_mmap_threshold, 256 << 20)
-    mallopt(m_trim_threshold, 1 << 30)
+    return bool(mallopt(m_mmap_threshold, 256 << 20)) and bool(mallopt(m_trim_threshold, 1 << 30))
+
+
+# Memory touched ahead of a response's JSON, 8 MiB at a time, at most:
+_TOUCH_PIECE = 8 << 20
+_TOUCH_MAX = 256 << 20
+
+
+def _json_preparation(response_class, touch_bytes: int):
+    """What writing the response's JSON needs first, for Client.call's
+    while_waiting (the server then works, the call waits without the GIL,
+    and the other core is idle): json_writer and numpy imported and, for a
+    response that may be large (it has repeated fields: a plan, not
+    Validate's counts), `touch_bytes` (the request's size) of memory touched
+    once and freed. Freed memory is kept (_keep_freed_memory), so the
+    response and its conversion then get pages already mapped, where each
+    fresh one costs microseconds in a virtual machine."""
+    def prepare() -> None:
+        try:
+            from . import json_writer  # noqa: F401
+            import numpy  # noqa: F401
+        except ImportError:
+            return  # json_writer says so when it is used
+        if not _may_be_large(response_class.DESCRIPTOR):
+            return
+        touched = [bytearray(_TOUCH_PIECE)
+                   for _ in range(min(touch_bytes, _TOUCH_MAX) // _TOUCH_PIECE)]
+        del touched
+    return prepare
+
+
+def _may_be_large(descriptor, seen=None) -> bool:
+    """Whether messages of `descriptor` can hold a repeated field."""
+    seen = set() if seen is None else seen
+    seen.add(descriptor.full_name)
+    for field in descriptor.fields:
+        if field.label == field.LABEL_REPEATED:
+            return True
+        if (field.message_type is not None and field.message_type.full_name not in seen
+                and _may_be_large(field.message_type, seen)):
+            return True
+    return False
 
 
 def _parse_response(data: bytes, response_class):

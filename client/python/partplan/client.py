@@ -534,7 +534,7 @@ class Client:
 
     def call(self, method: str, request, *, timeout: Optional[float] = None,
              metadata: Iterable[Tuple[str, str]] = (), retry: Optional[RetryPolicy] = None,
-             response_bytes: bool = False):
+             response_bytes: bool = False, while_waiting: Optional[Callable[[], None]] = None):
         """Calls RPC `method` ("PartitionGraph", ...) with `request`; returns
         the response. Raises PartplanError.
 
@@ -561,7 +561,13 @@ class Client:
 
         With `response_bytes`, the response's serialised bytes are returned
         (bytes, or a bytearray when it came in parts) instead of the parsed
-        message."""
+        message.
+
+        `while_waiting`, a function, is called once, in this thread, when the
+        request has been sent and the server is working: for what would
+        otherwise wait for the response (imports, say), since the call itself
+        then only waits. If it raises, the call is cancelled and its error
+        raised."""
         if method not in RPCS:
             raise ValueError(f"unknown RPC {method!r}; one of {', '.join(RPCS)}")
         _, request_cls, _ = RPCS[method]
@@ -588,6 +594,7 @@ class Client:
         if request_id is None:
             request_id = uuid.uuid4().hex
             call_metadata.append(("x-request-id", request_id))
+        waiting = [while_waiting] if while_waiting is not None else []
         attempt = 0
         while True:
             attempt += 1
@@ -596,7 +603,8 @@ class Client:
                 if remaining is not None and remaining <= 0:
                     raise PartplanError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded",
                                         method=method, attempts=attempt - 1, request_id=request_id)
-                return self._attempt(method, data, source, remaining, call_metadata, response_bytes)
+                return self._attempt(method, data, source, remaining, call_metadata, response_bytes,
+                                     waiting)
             except grpc.RpcError as e:
                 error = PartplanError.from_rpc_error(
                     e, method=method, attempts=attempt, request_id=request_id)
@@ -607,13 +615,15 @@ class Client:
                 raise error
             self._sleep(wait)
 
-    def _attempt(self, method: str, data, source, timeout, metadata, raw: bool):
+    def _attempt(self, method: str, data, source, timeout, metadata, raw: bool, waiting: list):
         """One attempt of call(): the request's bytes are `data`, or what
-        `source` returns."""
+        `source` returns; `waiting` holds the while_waiting function until it
+        is called."""
         request = _Request(data, source)
         if self.parts and (request.pieces is not None or request.size >= PARTS_MIN_BYTES):
             try:
-                return self._call_in_parts(method, request.take_pieces(), timeout, metadata, raw)
+                return self._call_in_parts(method, request.take_pieces(), timeout, metadata, raw,
+                                           waiting)
             except grpc.RpcError as e:
                 if e.code() != grpc.StatusCode.UNIMPLEMENTED:
                     raise
@@ -623,7 +633,7 @@ class Client:
             # answer, or another).
             request = _Request(data, source)
             try:
-                response = self._unary(method, request, timeout, metadata, raw)
+                response = self._unary(method, request, timeout, metadata, raw, waiting)
             except grpc.RpcError as e:
                 if e.code() not in _NO_ANSWER and (e.code() != grpc.StatusCode.UNIMPLEMENTED
                                                    or e.details() != unimplemented):
@@ -631,19 +641,24 @@ class Client:
                 raise
             self.parts = False
             return response
-        return self._unary(method, request, timeout, metadata, raw)
+        return self._unary(method, request, timeout, metadata, raw, waiting)
 
-    def _unary(self, method: str, request: "_Request", timeout, metadata, raw: bool):
+    def _unary(self, method: str, request: "_Request", timeout, metadata, raw: bool, waiting: list):
         if request.source is None:
-            return self._bytes_rpc(method, raw=raw)(request.take_bytes(), timeout=timeout,
-                                                    metadata=metadata)
-        # gRPC's unary call holds the request's bytes, and its copy of them,
-        # until the response is in; sent as a stream of one message (the
-        # same on the wire) both go once it is written.
-        return self._bytes_rpc(method, stream=True, raw=raw)(
-            request.take_one(), timeout=timeout, metadata=metadata)
+            rpc, request = self._bytes_rpc(method, raw=raw), request.take_bytes()
+        else:
+            # gRPC's unary call holds the request's bytes, and its copy of
+            # them, until the response is in; sent as a stream of one
+            # message (the same on the wire) both go once it is written.
+            rpc, request = self._bytes_rpc(method, stream=True, raw=raw), request.take_one()
+        if not waiting:
+            return rpc(request, timeout=timeout, metadata=metadata)
+        call = rpc.future(request, timeout=timeout, metadata=metadata)
+        del request
+        _wait_with(waiting, call)
+        return call.result()
 
-    def _call_in_parts(self, method: str, pieces, timeout, metadata, raw: bool):
+    def _call_in_parts(self, method: str, pieces, timeout, metadata, raw: bool, waiting: list):
         parts = _RequestParts(method, pieces)
         del pieces
         rpc = self._bytes_rpcs.get(PARTS_SERVICE)
@@ -653,6 +668,10 @@ class Client:
             self._bytes_rpcs[PARTS_SERVICE] = rpc
         call = rpc(parts, timeout=timeout, metadata=metadata)
         parts.started(call)
+        if waiting:
+            call.add_done_callback(lambda _: parts.sent.set())
+            parts.sent.wait()
+            _wait_with(waiting, call)
         try:
             data = _joined_parts(call, self.max_message_bytes)
         except grpc.RpcError:
@@ -924,6 +943,8 @@ class _RequestParts:
         self.error: Optional[BaseException] = None
         self._call = None
         self._started = threading.Event()
+        # Set once the last part is taken (or the call is over).
+        self.sent = threading.Event()
 
     def started(self, call) -> None:
         self._call = call
@@ -939,6 +960,7 @@ class _RequestParts:
         try:
             return next(self._parts)
         except StopIteration:
+            self.sent.set()
             raise
         except Exception as e:  # pylint: disable=broad-except
             self.error = e
@@ -947,6 +969,19 @@ class _RequestParts:
             self._started.wait()
             self._call.cancel()
             raise StopIteration from None
+
+
+def _wait_with(waiting: list, call) -> None:
+    """Calls the while_waiting function in `waiting` (taking it: once per
+    call) unless `call` is over; cancels the call if it raises."""
+    if call.done():
+        return
+    function = waiting.pop()
+    try:
+        function()
+    except BaseException:
+        call.cancel()
+        raise
 
 
 class _LocalRpcError(grpc.RpcError):

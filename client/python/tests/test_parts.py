@@ -349,6 +349,31 @@ class RealServerPartsTest(unittest.TestCase):
         entry = server_entry(self.server, request_id, wait=1.0)
         self.assertTrue(entry is None or entry.get("code") != "OK", entry)
 
+    def test_while_waiting(self):
+        # Called once per call, in the calling thread, whether the request
+        # goes in parts or unary; an error of its own cancels the call.
+        for name, request in (
+                ("in parts", padded_graph(output_graph(4), pb.SplitGraphRequest, 2 * MiB)),
+                ("unary", pb.SplitGraphRequest(graph=output_graph(4)))):
+            with self.subTest(name):
+                calls = []
+                response = self.client.call(
+                    "SplitGraph", request, while_waiting=lambda: calls.append(threading.get_ident()))
+                self.assertEqual(list(response.output_values), ["a" * 4])
+                self.assertLessEqual(len(calls), 1)  # none when the answer came first
+                self.assertTrue(all(c == threading.get_ident() for c in calls))
+
+        def fails():
+            raise KeyError("while waiting")
+        slow = pb.PartitionGraphRequest(graph=chain_graph(40_000), devices=partplan.device_inventory(
+            [str(4096 * 20_001)] * 2))
+        for request in (slow, slow.SerializeToString()[:1000]):
+            with self.assertRaises((KeyError, partplan.PartplanError)) as caught:
+                self.client.call("PartitionGraph", request, while_waiting=fails)
+            # The hook's own error, or the call's when it was over first.
+            self.assertTrue(isinstance(caught.exception, KeyError)
+                            or caught.exception.code == grpc.StatusCode.INVALID_ARGUMENT)
+
     def test_response_limit(self):
         request = pb.SplitGraphRequest(graph=response_of_size(3 * MiB))
         with partplan.Client(self.server.target, timeout=60, max_message_bytes=2 * MiB) as client:
@@ -380,6 +405,13 @@ class RealServerPartsTest(unittest.TestCase):
                                                     "--target", self.server.target, "--output", output)
                 self.assertEqual(status, 0, err)
                 self.assertIn(start, out[:200])
+        # What the CLI prepares while the server works: memory for responses
+        # that may be large, not for counts.
+        from partplan import cli
+
+        self.assertTrue(cli._may_be_large(pb.PartitionGraphResponse.DESCRIPTOR))
+        self.assertTrue(cli._may_be_large(pb.SplitGraphResponse.DESCRIPTOR))
+        self.assertFalse(cli._may_be_large(pb.ValidateResponse.DESCRIPTOR))
         status, out, err = test_cli.run_cli("call", "PartitionGraph", "--request",
                                             os.path.join(self.tmp.name, "missing.pb"),
                                             "--target", self.server.target)
