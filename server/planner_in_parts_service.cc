@@ -1,6 +1,5 @@
 #include "server/planner_in_parts_service.h"
 
-#include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/impl/codegen/server_callback_handlers.h>
 
 #include <algorithm>
@@ -10,17 +9,15 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "partplan/v1/planner_service.pb.h"
 #include "planner/api/planner_rpcs.h"
 #include "planner/base/status_util.h"
-#include "server/cord_byte_buffer.h"
 #include "server/logging.h"
+#include "server/message_part_reader.h"
 #include "server/planner_call.h"
 #include "server/status_conversion.h"
 
@@ -111,12 +108,11 @@ class InPartsCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 
   // Reads the part just received into the request.
   absl::Status Append() {
-    v1::MessagePart part;
-    if (const grpc::Status parsed =
-            grpc::SerializationTraits<v1::MessagePart>::Deserialize(&incoming_, &part);
-        !parsed.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "part ", parts_, " is no partplan.v1.MessagePart: ", parsed.error_message()));
+    MessagePartReader part;
+    std::string error;
+    if (!part.Read(&incoming_, &error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("part ", parts_, " is no partplan.v1.MessagePart: ", error));
     }
     if (rpc_ == nullptr) {
       rpc_ = PlannerRpcNamed(part.method());
@@ -129,13 +125,13 @@ class InPartsCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       return InvalidFieldError(
           "method", absl::StrCat("part ", parts_, " names an RPC; only the first part does"));
     }
-    request_bytes_ += static_cast<int64_t>(part.data().size());
-    if (request_bytes_ > max_request_bytes_) {
+    if (part.data_bytes() > static_cast<uint64_t>(max_request_bytes_ - request_bytes_)) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "the request's parts hold more than ", max_request_bytes_,
           " bytes, the most the server takes in one request (--max_receive_message_bytes)"));
     }
-    request_.Append(std::move(*part.mutable_data()));
+    request_bytes_ += static_cast<int64_t>(part.data_bytes());
+    part.MoveDataTo(&request_);
     ++parts_;
     return absl::OkStatus();
   }
@@ -156,7 +152,8 @@ class InPartsCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
                                      this);
       call_->SetReceiveDuration(absl::Now() - start_);
     }
-    request_buffer_ = ByteBufferOf(std::move(request_));
+    request_buffer_ = grpc::ByteBuffer(request_.data(), request_.size());
+    request_.clear();
     planner_.Queue(call_.get(), &request_buffer_, &response_);
   }
 
@@ -227,7 +224,7 @@ class InPartsCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   const PlannerRpcMethod* rpc_ = nullptr;  // named by the first part
   int64_t parts_ = 0;
   int64_t request_bytes_ = 0;
-  absl::Cord request_;
+  std::vector<grpc::Slice> request_;  // the parts' data, slices of theirs
 
   // Planning.
   absl::Mutex mutex_;
