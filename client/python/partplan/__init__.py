@@ -29,7 +29,8 @@ from .messages import *  # noqa: E402,F401,F403
 from .messages import __all__ as _messages_all  # noqa: E402
 from ._sizes import format_byte_size, parse_byte_size  # noqa: E402
 from .errors import InvalidMessageError, PartplanError  # noqa: E402
-from .client import NO_RETRY, Client, RetryPolicy, aot_config, device_inventory  # noqa: E402
+from .client import (NO_RETRY, Client, RetryPolicy, aot_config, device_inventory,  # noqa: E402
+                     request_file)
 from .graph_io import load_graph, load_message, save_message  # noqa: E402
 # `partplan.parallelize` is the function; the module's other names are
 # exported here too (`from partplan.parallelize import options` reaches the
@@ -79,6 +80,7 @@ __all__ = [
     "PartplanError",
     "InvalidMessageError",
     "device_inventory",
+    "request_file",
     "load_graph",
     "load_message",
     "save_message",

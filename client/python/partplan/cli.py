@@ -523,13 +523,14 @@ def cmd_call(args) -> int:
                            if size >= PARTS_MIN_BYTES else None)
                 response = client.call(args.method, send, response_bytes=True,
                                        while_waiting=prepare)
-                if _write_response_bytes(response, response_class):
-                    return 0
-                response = _parse_response(response, response_class)
             else:
                 response = client.call(args.method, send)
         except OSError as e:  # the file read while sending
             raise UsageError(f"--request {args.request}: {e}") from None
+    if args.output == "json":
+        if _write_response_bytes(response, response_class):
+            return 0
+        response = _parse_response(response, response_class)
     _print_response(response, args.output, request)
     return 0
 

@@ -6,6 +6,8 @@ the CLI sending a binary request file a part at a time."""
 import array
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -417,6 +419,22 @@ class RealServerPartsTest(unittest.TestCase):
                                             "--target", self.server.target)
         self.assertEqual(status, 2)
         self.assertIn("missing.pb", err)
+
+    def test_cli_reader_that_stops_early_is_no_error(self):
+        # `partplan call ... | head`: the output's pipe closes while the
+        # JSON is written; python3 -m partplan ends quietly with 0.
+        request = pb.PartitionGraphRequest(graph=chain_graph(40_000), devices=partplan.device_inventory(
+            [str(4096 * 20_001)] * 2))
+        path = self.write("head.pb", request.SerializeToString())
+        read, write = os.pipe()
+        os.close(read)  # the reader is gone before anything is written
+        with open(write, "wb") as out:
+            done = subprocess.run(
+                [sys.executable, "-m", "partplan", "call", "PartitionGraph", "--request", path,
+                 "--target", self.server.target], stdout=out, stderr=subprocess.PIPE, text=True,
+                env=dict(os.environ, PYTHONPATH=support.PYTHON_DIR), timeout=120)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stderr, "")
 
 
 RPCS_RESPONSE = {name: response for name, (_, _, response) in client_module.RPCS.items()}
