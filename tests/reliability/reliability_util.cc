@@ -27,8 +27,8 @@
 #include "absl/time/clock.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
-#include "partplan/v1/planner_service.grpc.pb.h"
 #include "planner/api/entry_points.h"
+#include "tests/server/test_util.h"
 #include "planner/base/cancellation.h"
 
 namespace partplan {
@@ -93,25 +93,11 @@ RawReply CallRaw(const std::shared_ptr<grpc::Channel>& channel, PlannerRpc rpc, 
 }
 
 RawReply CallRawInParts(const std::shared_ptr<grpc::Channel>& channel, PlannerRpc rpc,
-                        const std::string& request, size_t part_bytes, absl::Duration timeout) {
-  auto stub = v1::PartitionPlannerInParts::NewStub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  auto stream = stub->Call(&context);
-  size_t offset = 0;
-  do {
-    v1::MessagePart part;
-    if (offset == 0) part.set_method(std::string(RpcName(rpc)));
-    part.set_data(request.substr(offset, part_bytes));
-    offset += part_bytes;
-    if (!stream->Write(part)) break;  // the server has ended the call
-  } while (offset < request.size());
-  stream->WritesDone();
+                        const std::string& request, size_t part_bytes) {
+  const PartsReply parts = CallInParts(channel, std::string(RpcName(rpc)), request, part_bytes);
   RawReply reply;
-  v1::MessagePart part;
-  while (stream->Read(&part)) reply.response += part.data();
-  reply.status = stream->Finish();
-  if (!reply.status.ok()) reply.response.clear();
+  reply.status = parts.status;
+  if (reply.status.ok()) reply.response = parts.Joined();
   return reply;
 }
 

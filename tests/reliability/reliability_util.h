@@ -57,8 +57,7 @@ RawReply CallRaw(const std::shared_ptr<grpc::Channel>& channel, PlannerRpc rpc, 
 // in parts of `part_bytes` (at least one part, naming `rpc`), and joins the
 // response's parts.
 RawReply CallRawInParts(const std::shared_ptr<grpc::Channel>& channel, PlannerRpc rpc,
-                        const std::string& request, size_t part_bytes,
-                        absl::Duration timeout = absl::Seconds(60));
+                        const std::string& request, size_t part_bytes);
 
 // A call like CallRaw's, in flight while the test does something else:
 //

@@ -26,44 +26,10 @@
 namespace partplan {
 namespace {
 
-// What a parts call returned: its status and the data of each part.
-struct PartsAnswer {
-  grpc::Status status;
-  std::vector<std::string> parts;
-
-  std::string Joined() const {
-    std::string joined;
-    for (const std::string& part : parts) joined += part;
-    return joined;
-  }
-};
-
-// Sends `request` in parts of `part_bytes`, the first naming `method` (and
-// `later_method` in the others), then reads the response's parts.
-PartsAnswer CallInParts(const PlannerServer& server, const std::string& method,
-                        const std::string& request, size_t part_bytes,
-                        const std::string& later_method = "") {
-  auto stub = v1::PartitionPlannerInParts::NewStub(ConnectTo(server));
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kTestTimeout));
-  auto stream = stub->Call(&context);
-  size_t offset = 0;
-  do {
-    v1::MessagePart part;
-    part.set_method(offset == 0 ? method : later_method);
-    part.set_data(request.substr(offset, part_bytes));
-    offset += part_bytes;
-    if (!stream->Write(part)) break;  // the server has ended the call
-  } while (offset < request.size());
-  stream->WritesDone();
-  PartsAnswer answer;
-  v1::MessagePart part;
-  while (stream->Read(&part)) {
-    EXPECT_TRUE(part.method().empty());
-    answer.parts.push_back(part.data());
-  }
-  answer.status = stream->Finish();
-  return answer;
+PartsReply CallInParts(const PlannerServer& server, const std::string& method,
+                       const std::string& request, size_t part_bytes,
+                       const std::string& later_method = "") {
+  return partplan::CallInParts(ConnectTo(server), method, request, part_bytes, later_method);
 }
 
 // A request with `nodes` nodes in a chain (placeholder, calls, output).
@@ -100,7 +66,7 @@ TEST(PlannerInPartsServiceTest, AnswersAsTheUnaryRpcWhateverTheParts) {
   ASSERT_EQ(unary.node_count(), 2000);
   for (const size_t part_bytes : {size_t{1}, size_t{7}, size_t{4096}, bytes.size()}) {
     SCOPED_TRACE(part_bytes);
-    const PartsAnswer answer = CallInParts(*server, "Validate", bytes, part_bytes);
+    const PartsReply answer = CallInParts(*server, "Validate", bytes, part_bytes);
     ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
     EXPECT_EQ(answer.Joined(), unary.SerializeAsString());
   }
@@ -113,7 +79,7 @@ TEST(PlannerInPartsServiceTest, ResponseComesInPartsOfAtMostOneMebibyte) {
   backend->set_response_bytes(response);
   std::unique_ptr<PlannerServer> server = StartTestServer(std::move(backend));
   ASSERT_NE(server, nullptr);
-  const PartsAnswer answer = CallInParts(*server, "PartitionGraph", "", 1);
+  const PartsReply answer = CallInParts(*server, "PartitionGraph", "", 1);
   ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
   ASSERT_EQ(answer.parts.size(), 3u);
   for (const std::string& part : answer.parts) {
@@ -127,7 +93,7 @@ TEST(PlannerInPartsServiceTest, EmptyResponseIsNoParts) {
   std::unique_ptr<PlannerServer> server =
       StartTestServer(std::make_unique<FakePlannerBackend>());  // empty responses
   ASSERT_NE(server, nullptr);
-  const PartsAnswer answer = CallInParts(*server, "Plan", "", 1);
+  const PartsReply answer = CallInParts(*server, "Plan", "", 1);
   ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
   EXPECT_TRUE(answer.parts.empty());
 }
@@ -138,7 +104,7 @@ TEST(PlannerInPartsServiceTest, PlannerErrorsComeBackAsTheyWouldInOneMessage) {
         return InvalidFieldError("graph.nodes[12].args[0]", "refers to unknown node 'foo'");
       }));
   ASSERT_NE(server, nullptr);
-  const PartsAnswer answer = CallInParts(*server, "PartitionGraph", "", 1);
+  const PartsReply answer = CallInParts(*server, "PartitionGraph", "", 1);
   EXPECT_EQ(answer.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(FieldOfViolation(answer.status), "graph.nodes[12].args[0]");
   EXPECT_TRUE(answer.parts.empty());
@@ -153,14 +119,14 @@ TEST(PlannerInPartsServiceTest, MalformedPartsAreRefusedNamingTheField) {
       }));
   ASSERT_NE(server, nullptr);
 
-  const PartsAnswer unknown = CallInParts(*server, "Partition", "abc", 1);
+  const PartsReply unknown = CallInParts(*server, "Partition", "abc", 1);
   EXPECT_EQ(unknown.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(FieldOfViolation(unknown.status), "method");
   EXPECT_NE(unknown.status.error_message().find("\"Partition\"; one of PartitionGraph"),
             std::string::npos)
       << unknown.status.error_message();
 
-  const PartsAnswer renamed = CallInParts(*server, "Validate", "abc", 1, "Plan");
+  const PartsReply renamed = CallInParts(*server, "Validate", "abc", 1, "Plan");
   EXPECT_EQ(renamed.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(FieldOfViolation(renamed.status), "method");
 
@@ -191,7 +157,7 @@ TEST(PlannerInPartsServiceTest, PartsTogetherAreLimitedAsOneMessageIs) {
                       options);
   ASSERT_NE(server, nullptr);
   EXPECT_TRUE(CallInParts(*server, "Plan", std::string(100'000, 'x'), 30'000).status.ok());
-  const PartsAnswer over = CallInParts(*server, "Plan", std::string(100'001, 'x'), 30'000);
+  const PartsReply over = CallInParts(*server, "Plan", std::string(100'001, 'x'), 30'000);
   EXPECT_EQ(over.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
       << over.status.error_message();
   EXPECT_NE(over.status.error_message().find("--max_receive_message_bytes"), std::string::npos);

@@ -171,4 +171,36 @@ bool WaitForSample(int metrics_port, const std::string& series, double value) {
   return false;
 }
 
+std::string PartsReply::Joined() const {
+  std::string joined;
+  for (const std::string& part : parts) joined += part;
+  return joined;
+}
+
+PartsReply CallInParts(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                       const std::string& request, size_t part_bytes,
+                       const std::string& later_method) {
+  auto stub = v1::PartitionPlannerInParts::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kTestTimeout));
+  auto stream = stub->Call(&context);
+  size_t offset = 0;
+  do {
+    v1::MessagePart part;
+    part.set_method(offset == 0 ? method : later_method);
+    part.set_data(request.substr(offset, part_bytes));
+    offset += part_bytes;
+    if (!stream->Write(part)) break;  // the server has ended the call
+  } while (offset < request.size());
+  stream->WritesDone();
+  PartsReply reply;
+  v1::MessagePart part;
+  while (stream->Read(&part)) {
+    EXPECT_TRUE(part.method().empty());
+    reply.parts.push_back(part.data());
+  }
+  reply.status = stream->Finish();
+  return reply;
+}
+
 }  // namespace partplan

@@ -141,6 +141,22 @@ std::unique_ptr<PendingValidate> StartValidate(v1::PartitionPlanner::Stub& stub,
 // Waits for `call` to finish; false after kTestTimeout.
 bool WaitForCall(PendingValidate& call);
 
+// What a PartitionPlannerInParts.Call returned: its status and each
+// response part's data.
+struct PartsReply {
+  grpc::Status status;
+  std::vector<std::string> parts;
+
+  std::string Joined() const;
+};
+
+// Sends `request` through PartitionPlannerInParts.Call in parts of
+// `part_bytes` (at least one part): the first naming `method`, the others
+// `later_method`; then reads the response's parts.
+PartsReply CallInParts(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                       const std::string& request, size_t part_bytes,
+                       const std::string& later_method = "");
+
 // The body of GET http://127.0.0.1:<port><path>.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 
