@@ -32,7 +32,8 @@ void RefuseCompressedRequests(grpc::ServerBuilder* builder) {
 
 // The health-check names that are SERVING only while the server takes work.
 std::vector<std::string> ReadyServiceNames() {
-  return {kReadinessServiceName, std::string(kPlannerServiceName)};
+  return {kReadinessServiceName, std::string(kPlannerServiceName),
+          std::string(kPlannerInPartsServiceName)};
 }
 
 // "host:port", with IPv6 hosts bracketed.

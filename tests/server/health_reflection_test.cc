@@ -1,4 +1,4 @@
-// gRPC health (service "", "readiness" and the planner service's name) and server reflection, as
+// gRPC health (service "", "readiness" and the planner services' names) and server reflection, as
 // Kubernetes probes and grpcurl use them.
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/descriptor.pb.h>
@@ -47,6 +47,8 @@ TEST(HealthTest, ServingUntilShutdownBeginsThenNotServing) {
   EXPECT_EQ(CheckHealth(*health, ""), HealthCheckResponse::SERVING);
   EXPECT_EQ(CheckHealth(*health, kReadinessServiceName), HealthCheckResponse::SERVING);
   EXPECT_EQ(CheckHealth(*health, "partplan.v1.PartitionPlanner"), HealthCheckResponse::SERVING);
+  EXPECT_EQ(CheckHealth(*health, "partplan.v1.PartitionPlannerInParts"),
+            HealthCheckResponse::SERVING);
 
   // Once shutdown begins the server takes no new calls, so the change is
   // observed on Watch streams opened before.
@@ -227,6 +229,8 @@ TEST_F(ReflectionTest, ListsThePlannerHealthAndReflectionServices) {
         service, service.GetDescriptor()->FindFieldByName("name")));
   }
   EXPECT_NE(std::find(names.begin(), names.end(), "partplan.v1.PartitionPlanner"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "partplan.v1.PartitionPlannerInParts"),
+            names.end());
   EXPECT_NE(std::find(names.begin(), names.end(), "grpc.health.v1.Health"), names.end());
   EXPECT_NE(std::find(names.begin(), names.end(), "grpc.reflection.v1alpha.ServerReflection"),
             names.end());
