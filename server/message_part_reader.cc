@@ -105,4 +105,29 @@ void MessagePartReader::Advance(size_t bytes) {
   }
 }
 
+void JoinedParts::Append(std::vector<grpc::Slice> data) {
+  for (grpc::Slice& slice : data) {
+    if (slice.size() >= kCopyBelowBytes) {
+      Flush();
+      slices_.push_back(std::move(slice));
+      continue;
+    }
+    pending_.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    if (pending_.size() >= 16 * kCopyBelowBytes) Flush();
+  }
+}
+
+void JoinedParts::Flush() {
+  if (pending_.empty()) return;
+  slices_.emplace_back(pending_);
+  pending_.clear();
+}
+
+grpc::ByteBuffer JoinedParts::Take() {
+  Flush();
+  grpc::ByteBuffer joined(slices_.data(), slices_.size());
+  slices_.clear();
+  return joined;
+}
+
 }  // namespace partplan

@@ -10,6 +10,15 @@
 //   if (!part.Read(&received, &error)) return InvalidArgument(error);
 //   if (part.method() != "") ...;
 //   part.MoveDataTo(&request_slices);
+//
+// JoinedParts: the data of a request's parts, in order, as one ByteBuffer.
+// Slices of 4 KiB or more are kept as they are; smaller ones are copied
+// together, so that a request sent in many tiny parts costs the server its
+// bytes, not a slice (32 bytes and a reference) per part.
+//
+//   JoinedParts request;
+//   request.Append(std::move(data_slices));   // per part
+//   grpc::ByteBuffer whole = request.Take();
 #ifndef PARTPLAN_SERVER_MESSAGE_PART_READER_H_
 #define PARTPLAN_SERVER_MESSAGE_PART_READER_H_
 
@@ -48,6 +57,24 @@ class MessagePartReader {
   std::string method_;
   std::vector<grpc::Slice> data_;
   uint64_t data_bytes_ = 0;
+};
+
+class JoinedParts {
+ public:
+  // Slices shorter than this are copied together.
+  static constexpr size_t kCopyBelowBytes = 4096;
+
+  void Append(std::vector<grpc::Slice> data);
+  // Slices held so far (the copied bytes not yet made one counted as one).
+  size_t slice_count() const { return slices_.size() + (pending_.empty() ? 0 : 1); }
+  // The data joined; leaves this empty.
+  grpc::ByteBuffer Take();
+
+ private:
+  void Flush();
+
+  std::vector<grpc::Slice> slices_;
+  std::string pending_;  // small slices' bytes, copied together
 };
 
 }  // namespace partplan

@@ -131,7 +131,9 @@ class InPartsCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
           " bytes, the most the server takes in one request (--max_receive_message_bytes)"));
     }
     request_bytes_ += static_cast<int64_t>(part.data_bytes());
-    part.MoveDataTo(&request_);
+    std::vector<grpc::Slice> data;
+    part.MoveDataTo(&data);
+    request_.Append(std::move(data));
     ++parts_;
     return absl::OkStatus();
   }
@@ -152,8 +154,7 @@ class InPartsCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
                                      this);
       call_->SetReceiveDuration(absl::Now() - start_);
     }
-    request_buffer_ = grpc::ByteBuffer(request_.data(), request_.size());
-    request_.clear();
+    request_buffer_ = request_.Take();
     planner_.Queue(call_.get(), &request_buffer_, &response_);
   }
 
@@ -224,7 +225,7 @@ class InPartsCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   const PlannerRpcMethod* rpc_ = nullptr;  // named by the first part
   int64_t parts_ = 0;
   int64_t request_bytes_ = 0;
-  std::vector<grpc::Slice> request_;  // the parts' data, slices of theirs
+  JoinedParts request_;  // the parts' data
 
   // Planning.
   absl::Mutex mutex_;

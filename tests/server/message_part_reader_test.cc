@@ -1,6 +1,7 @@
 // MessagePartReader against protobuf's own parsing of MessagePart: the same
 // method and data however gRPC slices the message, fields read as protobuf
-// reads them, and malformed bytes refused.
+// reads them, and malformed bytes refused. JoinedParts: the parts' data in
+// order, in few slices however small the parts.
 #include "server/message_part_reader.h"
 
 #include <grpcpp/support/byte_buffer.h>
@@ -143,6 +144,38 @@ TEST(MessagePartReaderTest, RefusesMalformedBytes) {
     v1::MessagePart protobuf;
     EXPECT_FALSE(protobuf.ParseFromString(bytes)) << "protobuf takes it";
   }
+}
+
+std::string Bytes(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  return bytes;
+}
+
+// A request of 100,000 one-byte parts is held in a few slices, not one per
+// part; large slices are kept as they are; the order is the parts'.
+TEST(JoinedPartsTest, CopiesSmallSlicesTogetherAndKeepsLargeOnes) {
+  JoinedParts joined;
+  std::string expected;
+  for (int i = 0; i < 100'000; ++i) {
+    const std::string byte(1, static_cast<char>('a' + i % 26));
+    joined.Append({grpc::Slice(byte)});
+    expected += byte;
+  }
+  EXPECT_LE(joined.slice_count(), 100'000 / (16 * JoinedParts::kCopyBelowBytes) + 2);
+  const std::string large(JoinedParts::kCopyBelowBytes, 'L');
+  joined.Append({grpc::Slice("xy", 2), grpc::Slice(large), grpc::Slice("z", 1)});
+  expected += "xy" + large + "z";
+  const size_t before = joined.slice_count();
+  const grpc::ByteBuffer whole = joined.Take();
+  EXPECT_EQ(Bytes(whole), expected);
+  EXPECT_LE(before, 100'000 / (16 * JoinedParts::kCopyBelowBytes) + 4);
+  EXPECT_EQ(joined.slice_count(), 0u);
+  EXPECT_EQ(Bytes(JoinedParts().Take()), "");
 }
 
 }  // namespace
