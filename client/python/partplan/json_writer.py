@@ -10,12 +10,15 @@ indices) are read and written with numpy, a run at a time: element positions
 found as a chain of length prefixes and checked to be one, strings copied
 as they are when they need no escaping, and each element's JSON joined from
 columns. Whatever is unusual (unknown fields, maps, well-known types, a
-singular field given twice, invalid bytes, no numpy) raises Unsupported
-before anything is written, and the caller parses the message and converts
-it as before.
+singular field given twice, invalid bytes, no numpy) raises Unsupported, and
+the caller parses the message and converts it as before. The pieces made
+before are the text's start, to the character: a caller that wrote them
+writes the rest of json_format's text.
 
     pieces = message_json(data, partplan.PartitionGraphResponse.DESCRIPTOR)
     out.write("".join(pieces))  # the text and its newline
+
+    message_json(data, descriptor, out=sink)  # sink.append(piece) as each is made
 """
 
 import base64
@@ -644,12 +647,14 @@ class _Ctx:
         return self._arr
 
 
-def message_json(data: bytes, descriptor) -> List[str]:
+def message_json(data: bytes, descriptor, out=None) -> List[str]:
     """MessageToJson(<message of `descriptor` parsed from data>, indent=1)
-    and a newline, as a list of strings to write in order."""
+    and a newline, as a list of strings to write in order; or appended to
+    `out` (anything with append) as they are made, and `out` returned."""
     info = _info(descriptor)
     ctx = _Ctx(data)
-    out: List[str] = []
+    if out is None:
+        out = []
     try:
         _message(ctx, 0, len(data), info, 0, out)
     except (IndexError, ValueError, OverflowError) as e:

@@ -508,6 +508,44 @@ class CliTest(unittest.TestCase):
                 with self.assertRaises(json_writer.Unsupported):
                     json_writer.message_json(data, pb.PartitionGraphResponse.DESCRIPTOR)
 
+    def test_json_stopping_part_way_ends_with_json_formats_text(self):
+        # The CLI writes json_writer's pieces as they come; where json_writer
+        # stops part way (here an unknown field in a partition, after 40,000
+        # assignments), what it wrote is json_format's text up to there, and
+        # the rest comes from the parsed response.
+        import io
+
+        from partplan import cli, json_writer
+
+        def field(number, payload):
+            return bytes([number << 3 | 2]) + json_writer_varint(len(payload)) + payload
+
+        plan = pb.PartitionPlan(assignments=[pb.NodePartition(node=f"node_{i}", partition=i % 3)
+                                             for i in range(40_000)])
+        partition = pb.Partition(id=2, nodes=["node_1"]).SerializeToString() + b"\xf8\x06\x01"
+        data = field(1, plan.SerializeToString() + field(2, partition))
+        expected = json_format.MessageToJson(pb.PartitionGraphResponse.FromString(data),
+                                             indent=1) + "\n"
+        made = []
+        with self.assertRaises(json_writer.Unsupported):
+            json_writer.message_json(data, pb.PartitionGraphResponse.DESCRIPTOR, out=made)
+        self.assertGreater(len("".join(made)), 1 << 20)
+        self.assertTrue(expected.startswith("".join(made)))
+        for binary in (False, True):
+            with self.subTest(binary=binary):
+                raw = io.BytesIO()
+                out = io.TextIOWrapper(raw, encoding="ascii") if binary else io.StringIO()
+                with contextlib.redirect_stdout(out):
+                    self.assertTrue(cli._write_response_bytes(data, pb.PartitionGraphResponse))
+                out.flush()
+                text = raw.getvalue().decode("ascii") if binary else out.getvalue()
+                self.assertEqual(text, expected)
+        # Stopped at once: nothing written, and the caller converts it all.
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertFalse(cli._write_response_bytes(b"\x10\x01", pb.PartitionGraphResponse))
+        self.assertEqual(out.getvalue(), "")
+
     def test_call_with_a_binary_request_writes_json_from_the_wire(self):
         examples = os.path.join(support.REPO, "client", "examples")
         with open(os.path.join(examples, "partition_graph.json")) as f:
