@@ -31,7 +31,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "partplan/v1/planner_service.pb.h"
@@ -1579,9 +1578,11 @@ TEST_P(HostileInputTest, GetsItsCodeAndFieldPath) {
   PlannerServer* target = server(row.server);
   const std::shared_ptr<grpc::Channel> channel = LoopbackChannel(target->port());
 
-  const absl::Time start = absl::Now();
+  // A row the server does not answer within the deadline (a hang, or work
+  // without bound) fails with DEADLINE_EXCEEDED. How fast rows are refused
+  // is not timed here: a loaded machine, or a sanitizer build, is many
+  // times slower.
   const RawReply reply = CallRaw(channel, row.rpc, row.request(), absl::Seconds(60));
-  const absl::Duration took = absl::Now() - start;
 
   EXPECT_EQ(reply.status.error_code(), row.code) << Describe(reply.status);
   const std::vector<std::string> fields = FieldViolations(reply.status);
@@ -1600,10 +1601,6 @@ TEST_P(HostileInputTest, GetsItsCodeAndFieldPath) {
     EXPECT_TRUE(absl::StrContains(reply.status.error_message(), row.message_contains))
         << Describe(reply.status);
   }
-  // Bad input is cheap to refuse: seconds at most, even for the 100k-deep,
-  // 200k-keyword and megabyte rows.
-  EXPECT_LT(took, absl::Seconds(10));
-
   // The server still serves.
   const RawReply after = CallRaw(channel, PlannerRpc::kValidate, ExampleRequest(PlannerRpc::kValidate));
   EXPECT_TRUE(after.status.ok()) << Describe(after.status);
