@@ -1,5 +1,7 @@
 #include "server/planner_service.h"
 
+#include <grpc/slice.h>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -17,10 +19,25 @@
 #include "planner/api/planner_request.h"
 #include "planner/base/status_util.h"
 #include "server/call_arena.h"
-#include "server/cord_byte_buffer.h"
 
 namespace partplan {
 namespace {
+
+// `bytes` as a ByteBuffer, handed to gRPC without a copy: a slice per piece
+// of the Cord, which they share until gRPC has sent the last of them.
+grpc::ByteBuffer ByteBufferOf(absl::Cord bytes) {
+  using SharedBytes = std::shared_ptr<const absl::Cord>;
+  const auto owned = std::make_shared<const absl::Cord>(std::move(bytes));
+  std::vector<grpc::Slice> slices;
+  for (const absl::string_view piece : owned->Chunks()) {
+    slices.emplace_back(
+        grpc_slice_new_with_user_data(
+            const_cast<char*>(piece.data()), piece.size(),
+            [](void* owner) { delete static_cast<SharedBytes*>(owner); }, new SharedBytes(owned)),
+        grpc::Slice::STEAL_REF);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
 
 // A received request's bytes, read where gRPC put them: a large message
 // arrives as thousands of slices, and gathering them into one block would
