@@ -382,6 +382,16 @@ TEST(StageSearchTest, NothingFitsNamesTheDeviceShort) {
       << plan.status();
 }
 
+// Plans `instance` with each device's memory cut to a third (unbounded ones
+// to 3 bytes): most such plans do not fit.
+absl::StatusOr<TrainingStagePlan> PlanWithAThirdOfTheMemory(Instance& instance) {
+  for (TrainingDevice& device : instance.devices) {
+    if (std::isinf(device.memory_bytes)) device.memory_bytes = 10;
+    device.memory_bytes = std::floor(device.memory_bytes / 3);
+  }
+  return PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+}
+
 // The shortfall an infeasible request reports is the least largest one
 // over every cut and recompute choice, as trying them all finds.
 TEST(StageSearchTest, ShortfallIsTheLeastOverEveryCut) {
@@ -389,12 +399,7 @@ TEST(StageSearchTest, ShortfallIsTheLeastOverEveryCut) {
   int checked = 0;
   for (int i = 0; i < 400; ++i) {
     Instance instance = RandomInstance(PipelineSchedule::k1F1B, random);
-    for (TrainingDevice& device : instance.devices) {
-      if (std::isinf(device.memory_bytes)) device.memory_bytes = 10;
-      device.memory_bytes = std::floor(device.memory_bytes / 3);
-    }
-    const absl::StatusOr<TrainingStagePlan> plan =
-        PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+    const absl::StatusOr<TrainingStagePlan> plan = PlanWithAThirdOfTheMemory(instance);
     if (plan.ok()) continue;
     ASSERT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition) << plan.status();
     // Every cut and choice: the least over plans of the largest shortfall.
@@ -414,7 +419,6 @@ TEST(StageSearchTest, ShortfallIsTheLeastOverEveryCut) {
   EXPECT_GT(checked, 100);
 }
 
-
 // With several chunks per device, on problems this small (the searches
 // finish), the shortfall reported is the least largest one over every cut
 // and recompute choice, as trying them all finds; and never above the even
@@ -425,12 +429,7 @@ TEST(StageSearchTest, InterleavedShortfallIsTheLeastOverEveryCut) {
   for (int i = 0; i < 600; ++i) {
     Instance instance = RandomInstance(PipelineSchedule::kInterleaved1F1B, random);
     if (!instance.chain.placement.empty() || !instance.chain.tied.empty()) continue;
-    for (TrainingDevice& device : instance.devices) {
-      if (std::isinf(device.memory_bytes)) device.memory_bytes = 10;
-      device.memory_bytes = std::floor(device.memory_bytes / 3);
-    }
-    const absl::StatusOr<TrainingStagePlan> plan =
-        PlanTrainingStages(instance.options, instance.chain, instance.devices, NoDeadline());
+    const absl::StatusOr<TrainingStagePlan> plan = PlanWithAThirdOfTheMemory(instance);
     if (plan.ok()) continue;
     ASSERT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition) << plan.status();
     const std::string message(plan.status().message());
